@@ -119,10 +119,11 @@ class TinyTransformerConfig(PretrainedConfig):
 
     def _check_token_ids(self):
         """The special token ids index the vocabulary."""
-        for name in ("pad_token_id", "bos_token_id", "decoder_start_token_id"):
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
             value = getattr(self, name)
-            if value is not None and not 0 <= value < self.vocab_size:
-                raise ValueError(f"{name} ({value}) must be in [0, vocab_size={self.vocab_size}).")
+            for token_id in value if isinstance(value, list) else [value]:
+                if token_id is not None and not 0 <= token_id < self.vocab_size:
+                    raise ValueError(f"{name} ({token_id}) must be in [0, vocab_size={self.vocab_size}).")
 
 
 __all__ = ["TinyTransformerConfig"]

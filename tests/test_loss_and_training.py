@@ -1,0 +1,113 @@
+"""Labels, the loss, gradient accumulation under Trainer, gradient checkpointing, and a model that learns."""
+
+import torch
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+from hf_tiny_transformer.modeling_tiny_transformer import shift_tokens_right
+
+from conftest import tiny_model
+
+
+def test_decoder_inputs_are_labels_shifted_right(model):
+    labels = torch.tensor([[11, 12, 2], [13, 2, -100]])
+    expected = torch.tensor([[1, 11, 12], [1, 13, 2]])
+    assert torch.equal(model.prepare_decoder_input_ids_from_labels(labels), expected)
+    assert torch.equal(shift_tokens_right(torch.tensor([[5, -100, -100]]), 0, 1), torch.tensor([[1, 5, 0]]))
+
+
+def test_loss_is_mean_cross_entropy_over_labelled_tokens_and_ignores_minus_100(model, batch):
+    out = model(**batch)
+    logits, labels = out.logits, batch["labels"]
+    kept = labels != -100
+    expected = torch.nn.functional.cross_entropy(logits[kept], labels[kept])
+    torch.testing.assert_close(out.loss, expected)
+    # what stands at an ignored position changes nothing
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+    other = labels.clone()
+    other[1, 3] = 7
+    assert torch.equal(
+        other != -100, torch.tensor([[True] * 4, [True, True, False, True]])
+    )
+    again = model(**{**batch, "labels": labels}, decoder_input_ids=decoder_input_ids)
+    torch.testing.assert_close(again.loss, out.loss)
+
+
+def test_num_items_in_batch_turns_the_loss_into_a_sum_divided_by_it(model, batch):
+    mean = model(**batch).loss
+    summed = model(**batch, num_items_in_batch=torch.tensor(100)).loss
+    torch.testing.assert_close(summed, mean * 6 / 100)
+
+
+def trainer_parameters(tmp_path, batch_size, accumulation):
+    model = tiny_model(seed=1, dropout=0.0)
+    model.train()
+    torch.manual_seed(2)
+    sources = torch.randint(4, 50, (8, 6))
+    targets = torch.randint(4, 50, (8, 5))
+    targets[::3, 3:] = -100  # uneven lengths: the per-token mean over the whole batch is what must match
+    data = [{"input_ids": s, "attention_mask": torch.ones_like(s), "labels": t} for s, t in zip(sources, targets)]
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path / f"run{batch_size}"),
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=accumulation,
+        max_steps=3,
+        # SGD: Adam would blow up float noise in gradients that are zero in exact arithmetic (key biases)
+        optim="sgd",
+        learning_rate=0.5,
+        lr_scheduler_type="constant",
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        use_cpu=True,
+        seed=0,
+        dataloader_drop_last=False,
+    )
+    Seq2SeqTrainer(model=model, args=args, train_dataset=data).train()
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def test_trainer_gradient_accumulation_is_exact(tmp_path):
+    """Batch 8 and batch 4 x 2 accumulation steps give the same parameters (the loss is summed / num_items)."""
+    big = trainer_parameters(tmp_path, 8, 1)
+    accumulated = trainer_parameters(tmp_path, 4, 2)
+    initial = {name: p for name, p in tiny_model(seed=1, dropout=0.0).named_parameters()}
+    assert any(not torch.allclose(big[name], initial[name]) for name in big)
+    for name in big:
+        torch.testing.assert_close(accumulated[name], big[name], atol=1e-5, rtol=1e-4)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(batch):
+    grads = []
+    for checkpointing in (False, True):
+        model = tiny_model(dropout=0.0)
+        model.train()
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+            assert all(layer.gradient_checkpointing for layer in model.model.encoder.layers)
+        model(**batch).loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name])
+
+
+def test_a_tiny_model_overfits_a_few_pairs_until_greedy_reproduces_them():
+    torch.manual_seed(0)
+    pairs = [([5, 6, 7], [20, 21, 22]), ([8, 9], [23, 24, 25, 26]), ([10, 11, 12, 13], [27, 28])]
+    model = tiny_model(seed=0, init_std=0.02, dropout=0.0)
+    model.train()
+    input_ids = torch.zeros(3, 5, dtype=torch.long)
+    labels = torch.full((3, 5), -100)
+    for i, (source, target) in enumerate(pairs):
+        input_ids[i, : len(source) + 1] = torch.tensor(source + [2])
+        labels[i, : len(target) + 1] = torch.tensor(target + [2])
+    attention_mask = (input_ids != 0).long()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
+    for _ in range(150):
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    generated = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8)
+    for i, (_, target) in enumerate(pairs):
+        assert generated[i, 1 : len(target) + 2].tolist() == target + [2]
