@@ -72,6 +72,17 @@ class TinyTransformerConfig(PretrainedConfig):
     eos_token_id: int | list[int] | None = 2
     decoder_start_token_id: int | None = 1
 
+    @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
+        """As the library's, but a folder or repo without config.json is an error, not a default config."""
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        if not config_dict:  # the library returns {} when the file is missing
+            raise OSError(
+                f"{pretrained_model_name_or_path} has no config.json; save the model with save_pretrained() "
+                "(which writes it), or pass config= to from_pretrained."
+            )
+        return config_dict, kwargs
+
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         self._check_sizes()

@@ -1,0 +1,77 @@
+"""generate(): greedy, beam and sampling, with and without the key/value cache, and the static cache."""
+
+import torch
+from transformers import EncoderDecoderCache
+
+from conftest import tiny_model
+
+SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0], [11, 12, 13, 2, 0]])
+MASK = (SOURCE != 0).long()
+
+
+def generate(model, **kwargs):
+    kwargs = {"max_new_tokens": 12, "min_new_tokens": 12, **kwargs}
+    return model.generate(input_ids=SOURCE, attention_mask=MASK, **kwargs)
+
+
+def test_greedy_with_and_without_cache_gives_identical_tokens(model):
+    cached = generate(model, use_cache=True)
+    assert cached.shape == (3, 13) and cached[:, 0].eq(1).all()
+    assert len(set(cached[0].tolist())) > 2  # not a degenerate repetition
+    assert torch.equal(cached, generate(model, use_cache=False))
+
+
+def test_beam_search_with_and_without_cache_gives_identical_tokens(model):
+    cached = generate(model, num_beams=4, use_cache=True)
+    assert torch.equal(cached, generate(model, num_beams=4, use_cache=False))
+    assert not torch.equal(cached, generate(model))  # beam search really searched
+
+
+def test_static_cache_gives_the_same_tokens(model):
+    assert torch.equal(generate(model, cache_implementation="static"), generate(model, use_cache=False))
+
+
+def test_sampling_is_seeded_and_stays_in_the_vocabulary(model):
+    torch.manual_seed(0)
+    first = generate(model, do_sample=True, top_k=10, temperature=1.5)
+    torch.manual_seed(0)
+    second = generate(model, do_sample=True, top_k=10, temperature=1.5)
+    torch.manual_seed(1)
+    third = generate(model, do_sample=True, top_k=10, temperature=1.5)
+    assert torch.equal(first, second) and not torch.equal(first, third)
+    assert first.min() >= 0 and first.max() < 50
+
+
+def test_generation_stops_at_eos_and_pads_after_it():
+    model = tiny_model()
+    out = model.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=30)
+    for row in out.tolist():
+        if 2 in row:
+            assert set(row[row.index(2) + 1 :]) <= {0}
+
+
+def test_cache_appends_self_attention_and_computes_cross_attention_once(model):
+    encoder_outputs = model.get_encoder()(SOURCE, MASK)
+    step = dict(encoder_outputs=encoder_outputs, attention_mask=MASK, use_cache=True)
+    out = model(decoder_input_ids=torch.ones(3, 1, dtype=torch.long), **step)
+    cache = out.cache
+    assert isinstance(cache, EncoderDecoderCache)
+    assert cache.self_attention_cache.get_seq_length() == 1
+    cross_keys = cache.cross_attention_cache.layers[0].keys
+    assert cross_keys.shape == (3, 4, 5, 8)  # (B, H, source length, d_k)
+
+    next_token = out.logits[:, -1].argmax(-1, keepdim=True)
+    out2 = model(decoder_input_ids=next_token, cache=cache, **step)
+    assert cache.self_attention_cache.get_seq_length() == 2
+    assert cache.cross_attention_cache.layers[0].keys is cross_keys  # reused, not recomputed
+    full = model(decoder_input_ids=torch.cat([torch.ones(3, 1, dtype=torch.long), next_token], 1), **{**step, "use_cache": False})
+    torch.testing.assert_close(out2.logits[:, -1], full.logits[:, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_bfloat16_forward_and_generate_on_cpu():
+    model = tiny_model().to(torch.bfloat16)
+    out = model(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=torch.ones(3, 2, dtype=torch.long))
+    assert out.logits.dtype == torch.bfloat16 and torch.isfinite(out.logits).all()
+    generated = generate(model)
+    assert generated.shape == (3, 13)
+    assert model.model.encoder.embed_positions.pe.dtype == torch.bfloat16

@@ -1,0 +1,155 @@
+"""save_pretrained / from_pretrained, Auto classes, remote code in a process without the package, bad folders."""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+import hf_tiny_transformer
+from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, TinyTransformerModel
+from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
+
+from conftest import tiny_model
+
+SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
+MASK = (SOURCE != 0).long()
+DECODER = torch.tensor([[1, 11, 12], [1, 13, 14]])
+
+
+def test_saved_folder_is_self_contained(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    files = set(os.listdir(tmp_path))
+    assert {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "configuration_tiny_transformer.py",
+        "modeling_tiny_transformer.py",
+    } <= files
+    assert not any(name.endswith((".bin", ".pt", ".pkl")) for name in files)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["model_type"] == "tiny_transformer"
+    assert config["auto_map"] == {
+        "AutoConfig": "configuration_tiny_transformer.TinyTransformerConfig",
+        "AutoModel": "modeling_tiny_transformer.TinyTransformerModel",
+        "AutoModelForSeq2SeqLM": "modeling_tiny_transformer.TinyTransformerForConditionalGeneration",
+    }
+    generation = json.loads((tmp_path / "generation_config.json").read_text())
+    assert generation["decoder_start_token_id"] == 1 and generation["eos_token_id"] == 2
+
+
+def test_reload_gives_identical_logits_and_the_sinusoidal_table_survives(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    loaded = TinyTransformerForConditionalGeneration.from_pretrained(tmp_path).eval()
+    assert torch.equal(loaded.model.decoder.embed_positions.pe, sinusoidal_table(64, 32))
+    assert torch.equal(loaded.model.encoder.embed_positions.pe, sinusoidal_table(64, 32))
+    assert loaded.lm_head.weight is loaded.model.encoder.embed_tokens.weight
+    expected = model(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).logits
+    assert torch.equal(loaded(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).logits, expected)
+
+
+def test_auto_classes_in_process(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), TinyTransformerConfig)
+    assert type(AutoModel.from_pretrained(tmp_path)) is TinyTransformerModel
+    assert type(AutoModelForSeq2SeqLM.from_pretrained(tmp_path)) is TinyTransformerForConditionalGeneration
+    assert type(AutoModelForSeq2SeqLM.from_config(model.config)) is TinyTransformerForConditionalGeneration
+
+
+def test_importing_twice_is_safe():
+    importlib.reload(hf_tiny_transformer)
+    assert AutoConfig.for_model("tiny_transformer").__class__.__name__ == "TinyTransformerConfig"
+
+
+def test_device_map_auto_loads_on_cpu(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, device_map="auto").eval()
+    assert loaded.device.type == "cpu"
+    expected = model(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).logits
+    torch.testing.assert_close(loaded(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).logits, expected)
+
+
+REMOTE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, torch
+    try:
+        import hf_tiny_transformer
+        sys.exit("hf_tiny_transformer must not be importable here")
+    except ImportError:
+        pass
+    from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+    folder = sys.argv[1]
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+    source = torch.tensor({source})
+    out = model.generate(input_ids=source, attention_mask=(source != 0).long(), max_new_tokens=10, min_new_tokens=10)
+    base = AutoModel.from_pretrained(folder, trust_remote_code=True)
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+    print(json.dumps({{"tokens": out.tolist(), "base": type(base).__name__, "config": type(config).__name__,
+                       "module": type(model).__module__}}))
+    """
+)
+
+
+def run_without_package(script: str, *args: str, cwd) -> str:
+    """Run a Python script in a fresh process from which hf_tiny_transformer cannot be imported."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["HF_HUB_OFFLINE"] = "1"
+    env["HF_MODULES_CACHE"] = str(cwd / "modules")
+    blocker = cwd / "blocker"
+    blocker.mkdir(exist_ok=True)
+    # an installed (editable) package is still found through site-packages: hide it with a failing module
+    (blocker / "hf_tiny_transformer.py").write_text("raise ImportError('hidden for this test')\n")
+    env["PYTHONPATH"] = str(blocker)
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_remote_code_loads_without_the_package_and_generates_the_same_tokens(model, tmp_path):
+    folder = tmp_path / "exported"
+    model.save_pretrained(folder)
+    expected = model.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=10, min_new_tokens=10)
+    result = json.loads(run_without_package(REMOTE_SCRIPT.format(source=SOURCE.tolist()), str(folder), cwd=tmp_path))
+    assert result["tokens"] == expected.tolist()
+    assert result["base"] == "TinyTransformerModel" and result["config"] == "TinyTransformerConfig"
+    assert result["module"].startswith("transformers_modules.")
+
+
+def test_missing_config_is_a_clear_error(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    (tmp_path / "config.json").unlink()
+    with pytest.raises(OSError, match="config.json"):
+        TinyTransformerForConditionalGeneration.from_pretrained(tmp_path)
+
+
+def test_corrupt_config_is_a_clear_error(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text("{ not json")
+    with pytest.raises(OSError, match="config.json"):
+        TinyTransformerForConditionalGeneration.from_pretrained(tmp_path)
+
+
+def test_weights_that_do_not_fit_the_config_are_a_clear_error(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["d_model"] = 64
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(RuntimeError, match="size mismatch|ignore_mismatched_sizes"):
+        TinyTransformerForConditionalGeneration.from_pretrained(tmp_path)
+
+
+def test_resize_token_embeddings_keeps_the_ties(model):
+    model.resize_token_embeddings(60)
+    shared = model.model.encoder.embed_tokens.weight
+    assert shared.shape == (60, 32) and model.config.vocab_size == 60
+    assert model.model.decoder.embed_tokens.weight is shared and model.lm_head.weight is shared
+    out = model(input_ids=torch.tensor([[55, 2]]), decoder_input_ids=torch.tensor([[1, 59]]))
+    assert out.logits.shape == (1, 2, 60)
