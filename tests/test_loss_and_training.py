@@ -82,7 +82,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(batch):
         model = tiny_model(dropout=0.0)
         model.train()
         if checkpointing:
-            model.gradient_checkpointing_enable()
+            model.activation_checkpointing_enable()
             assert all(layer.gradient_checkpointing for layer in model.model.encoder.layers)
         model(**batch).loss.backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
