@@ -11,7 +11,11 @@ from .modeling_tiny_transformer import (
     TinyTransformerModel,
     TinyTransformerPreTrainedModel,
 )
+from .corpus import detokenize_english, read_parallel, unsegment_japanese
+from .hub import model_card, save_for_hub
+from .pipeline_tiny_transformer import TranslationPipeline
 from .presets import load_preset, preset_names
+from .tokenization_tiny_transformer import train_tokenizer
 
 AutoConfig.register(TinyTransformerConfig.model_type, TinyTransformerConfig, exist_ok=True)
 AutoModel.register(TinyTransformerConfig, TinyTransformerModel, exist_ok=True)
@@ -26,6 +30,13 @@ __all__ = [
     "TinyTransformerPreTrainedModel",
     "TinyTransformerModel",
     "TinyTransformerForConditionalGeneration",
+    "TranslationPipeline",
+    "train_tokenizer",
     "load_preset",
     "preset_names",
+    "model_card",
+    "save_for_hub",
+    "read_parallel",
+    "unsegment_japanese",
+    "detokenize_english",
 ]

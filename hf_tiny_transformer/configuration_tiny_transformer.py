@@ -1,9 +1,19 @@
 """Configuration of the encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017)."""
 
+from dataclasses import field
+
 from huggingface_hub.dataclasses import strict
 from transformers import PretrainedConfig
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish")
+# `pipeline("translation", ...)` finds the task here: transformers 5.x has no translation task of its own.
+TRANSLATION_PIPELINE = {
+    "translation": {
+        "impl": "pipeline_tiny_transformer.TranslationPipeline",
+        "pt": ["AutoModelForSeq2SeqLM"],
+        "type": "text",
+    }
+}
 
 
 @strict
@@ -32,6 +42,8 @@ class TinyTransformerConfig(PretrainedConfig):
         normalize_before: False is the paper's post-LN, LayerNorm(x + Sublayer(x)); True is pre-LN,
             x + Sublayer(LayerNorm(x)), with a final LayerNorm on each stack.
         init_std: standard deviation of the normal initialization of linear layers and embeddings.
+        custom_pipelines: the pipeline tasks of this model, read by `transformers.pipeline`: "translation",
+            implemented by `TranslationPipeline` (pipeline_tiny_transformer.py, saved with the model).
 
     Example:
         >>> from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
@@ -71,6 +83,7 @@ class TinyTransformerConfig(PretrainedConfig):
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
     decoder_start_token_id: int | None = 1
+    custom_pipelines: dict = field(default_factory=lambda: {k: dict(v) for k, v in TRANSLATION_PIPELINE.items()})
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):

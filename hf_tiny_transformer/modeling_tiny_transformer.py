@@ -20,6 +20,8 @@ Differences from the paper (also listed in model_card.md):
 """
 
 import math
+import shutil
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -37,8 +39,11 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
 
 from .configuration_tiny_transformer import TinyTransformerConfig
+
+logger = logging.get_logger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -418,12 +423,18 @@ class TinyTransformerPreTrainedModel(PreTrainedModel):
     _can_compile_fullgraph = True
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save as usual, with config.json's `auto_map` naming the base model for AutoModel too, so that the
-        folder loads with AutoModel and AutoModelForSeq2SeqLM alike (with trust_remote_code=True)."""
+        """Save as usual, and make the folder work without this package (trust_remote_code=True): config.json's
+        `auto_map` names the base model for AutoModel too, and the translation pipeline's code is copied along."""
         if self._auto_class is not None:
             base_model = f"{TinyTransformerModel.__module__.split('.')[-1]}.{TinyTransformerModel.__name__}"
             self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": base_model}
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        result = super().save_pretrained(save_directory, *args, **kwargs)
+        pipeline_file = Path(__file__).with_name("pipeline_tiny_transformer.py")
+        if pipeline_file.is_file():
+            shutil.copy(pipeline_file, Path(save_directory) / pipeline_file.name)
+        else:
+            logger.warning("%s is missing: the saved folder will not work with pipeline().", pipeline_file)
+        return result
 
     def _init_weights(self, module: nn.Module):
         super()._init_weights(module)

@@ -1,5 +1,9 @@
 """Shared fixtures: tiny configs and models (vocab ~50, d_model 32, 2 layers) with fixed seeds."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -39,3 +43,56 @@ def batch():
     input_ids = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
     labels = torch.tensor([[11, 12, 13, 2], [14, 2, -100, -100]])
     return {"input_ids": input_ids, "attention_mask": (input_ids != 0).long(), "labels": labels}
+
+
+ENGLISH = [
+    "I really like green tea.",
+    "The cat is sleeping on the sofa.",
+    "She doesn't drink coffee in the morning.",
+    "We read three books last year.",
+    "I can't tell who will arrive first.",
+    "My brother bought 2 tickets for 1500 yen.",
+    "Do you like dogs?",
+    "He said, \"Let's play catch.\"",
+]
+JAPANESE = [
+    "私は緑茶が本当に好きです。",
+    "猫がソファの上で寝ています。",
+    "彼女は朝コーヒーを飲みません。",
+    "私たちは去年本を三冊読みました。",
+    "誰が一番に着くか私には分かりません。",
+    "兄はチケットを2枚1500円で買った。",
+    "犬が好きですか？",
+    "彼は「キャッチボールをしよう」と言った。",
+]
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """A tokenizer trained on a few English and Japanese sentences (lowercased, as the demo's is)."""
+    from hf_tiny_transformer import train_tokenizer
+
+    return train_tokenizer(ENGLISH * 3 + JAPANESE * 3, vocab_size=400, lowercase=True, model_max_length=64)
+
+
+@pytest.fixture
+def text_model(tokenizer):
+    """A random tiny model whose vocabulary is the tokenizer's."""
+    return tiny_model(vocab_size=len(tokenizer))
+
+
+def run_without_package(script: str, *args: str, cwd) -> str:
+    """Run a Python script in a fresh process from which hf_tiny_transformer cannot be imported."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["HF_HUB_OFFLINE"] = "1"
+    env["HF_MODULES_CACHE"] = str(cwd / "modules")
+    blocker = cwd / "blocker"
+    blocker.mkdir(exist_ok=True)
+    # an installed (editable) package is still found through site-packages: hide it with a failing module
+    (blocker / "hf_tiny_transformer.py").write_text("raise ImportError('hidden for this test')\n")
+    env["PYTHONPATH"] = str(blocker)
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]

@@ -3,8 +3,6 @@
 import importlib
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -15,7 +13,7 @@ import hf_tiny_transformer
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, TinyTransformerModel
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
 
-from conftest import tiny_model
+from conftest import run_without_package, tiny_model
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 MASK = (SOURCE != 0).long()
@@ -94,23 +92,6 @@ REMOTE_SCRIPT = textwrap.dedent(
                        "module": type(model).__module__}}))
     """
 )
-
-
-def run_without_package(script: str, *args: str, cwd) -> str:
-    """Run a Python script in a fresh process from which hf_tiny_transformer cannot be imported."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["HF_HUB_OFFLINE"] = "1"
-    env["HF_MODULES_CACHE"] = str(cwd / "modules")
-    blocker = cwd / "blocker"
-    blocker.mkdir(exist_ok=True)
-    # an installed (editable) package is still found through site-packages: hide it with a failing module
-    (blocker / "hf_tiny_transformer.py").write_text("raise ImportError('hidden for this test')\n")
-    env["PYTHONPATH"] = str(blocker)
-    result = subprocess.run(
-        [sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout.strip().splitlines()[-1]
 
 
 def test_remote_code_loads_without_the_package_and_generates_the_same_tokens(model, tmp_path):

@@ -1,0 +1,100 @@
+"""A tokenizer for the model, trained with the `tokenizers` library: one Unigram vocabulary for both languages.
+
+Text is normalized before it is split (and the same normalization is saved in tokenizer.json, so text typed by
+a person goes through it too): Unicode NFKC (full-width Latin letters, digits and punctuation such as `！？`
+become `!?`; `。、` stay), runs of white space become one space, leading and trailing space is removed, and
+with `lowercase=True` everything is lowercased. `decode(encode(x))` gives back that normalized text.
+
+Words are split at spaces only (Metaspace, `▁` marks a space), so Japanese, written without spaces, is
+segmented by the Unigram model learned from the raw text: no morphological analyzer is needed. Decoding turns
+`▁` back into spaces, which gives Japanese without spaces and English normally spaced.
+
+Characters never seen in training are not lost: they fall back to their UTF-8 bytes, one token each
+(`<0xE7>`...), and decode back to the same character. `<unk>` exists but byte fallback leaves nothing for it.
+"""
+
+import json
+from collections.abc import Iterable
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]  # ids 0, 1, 2, 3: the model config's pad/bos/eos ids and unk
+BYTE_TOKENS = [f"<0x{byte:02X}>" for byte in range(256)]
+SPACE = "▁"
+
+
+def normalizer(lowercase: bool) -> normalizers.Normalizer:
+    """NFKC, white space collapsed and stripped, optionally lowercased."""
+    steps = [normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
+    return normalizers.Sequence(steps + [normalizers.Lowercase()] if lowercase else steps)
+
+
+def with_byte_fallback(tokenizer: Tokenizer) -> Tokenizer:
+    """Append the 256 byte pieces to a trained Unigram vocabulary and turn byte fallback on."""
+    state = json.loads(tokenizer.to_str())
+    lowest_score = min(score for _, score in state["model"]["vocab"])
+    state["model"]["vocab"] += [[piece, lowest_score - 1.0] for piece in BYTE_TOKENS]
+    state["model"]["byte_fallback"] = True
+    return Tokenizer.from_str(json.dumps(state))
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    *,
+    lowercase: bool = False,
+    model_max_length: int = 512,
+    max_piece_length: int = 16,
+) -> PreTrainedTokenizerFast:
+    """Train a Unigram tokenizer on `texts` (source and target sentences together) and wrap it for transformers.
+
+    Args:
+        texts: sentences of both languages, as people write them (Japanese without spaces).
+        vocab_size: size of the shared vocabulary, special tokens and the 256 byte pieces included.
+            A small corpus can yield fewer pieces; `len(tokenizer)` is the real size.
+        lowercase: lowercase all text, in training and whenever the tokenizer is used.
+        model_max_length: the longest sequence the model takes (its max_position_embeddings).
+        max_piece_length: the longest piece, in characters.
+
+    Returns:
+        A `PreTrainedTokenizerFast` with `<pad>`=0, `<s>`=1, `</s>`=2, `<unk>`=3, which appends `</s>` to every
+        sequence. `tokenizer(source, text_target=target)` also returns `labels`.
+    """
+    smallest = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + 1
+    if vocab_size < smallest:
+        raise ValueError(
+            f"vocab_size ({vocab_size}) must be at least {smallest}: the {len(SPECIAL_TOKENS)} special tokens and "
+            f"the {len(BYTE_TOKENS)} byte pieces come first, then at least one learned piece."
+        )
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = normalizer(lowercase)
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(
+        vocab_size=vocab_size - len(BYTE_TOKENS),
+        special_tokens=SPECIAL_TOKENS,
+        unk_token="<unk>",
+        max_piece_length=max_piece_length,
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS):
+        raise ValueError("The tokenizer learned no pieces: the training texts are empty.")
+    tokenizer = with_byte_fallback(tokenizer)
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.ByteFallback(), decoders.Metaspace(replacement=SPACE, prepend_scheme="always")]
+    )
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", SPECIAL_TOKENS.index("</s>"))]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        model_max_length=model_max_length,
+    )
+
+
+__all__ = ["train_tokenizer"]

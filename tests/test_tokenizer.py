@@ -1,0 +1,104 @@
+"""The tokenizer: special tokens, round trips in both scripts, unseen characters, save/load identity."""
+
+import json
+
+import pytest
+from transformers import AutoTokenizer
+
+from hf_tiny_transformer import train_tokenizer
+
+from conftest import ENGLISH, JAPANESE, run_without_package
+
+
+def test_special_tokens_match_the_model_config(tokenizer):
+    assert [tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id] == [0, 1, 2, 3]
+    assert tokenizer.convert_ids_to_tokens([0, 1, 2, 3]) == ["<pad>", "<s>", "</s>", "<unk>"]
+    assert len(tokenizer) <= 400
+
+
+def test_eos_is_appended_and_text_target_gives_labels(tokenizer):
+    encoded = tokenizer("I like tea.", text_target="私はお茶が好き。")
+    assert encoded["input_ids"][-1] == 2 and encoded["labels"][-1] == 2
+    assert 2 not in encoded["input_ids"][:-1]
+    assert tokenizer.decode(encoded["labels"], skip_special_tokens=True) == "私はお茶が好き。"
+
+
+@pytest.mark.parametrize("text", ENGLISH + JAPANESE)
+def test_round_trip_of_training_text(tokenizer, text):
+    normalized = tokenizer.backend_tokenizer.normalizer.normalize_str(text)
+    assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == normalized
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("猫が好き。", "猫が好き。"),  # kanji and hiragana
+        ("コーヒーとチケット", "コーヒーとチケット"),  # katakana
+        ("犬が好きですか？", "犬が好きですか?"),  # full-width ? becomes ? (NFKC)
+        ("ｃａｔ　２０２４", "cat 2024"),  # full-width letters, digits and space (NFKC)
+        ("I read 3 books.", "i read 3 books."),  # numbers, lowercased English
+        ("  The   cat  ", "the cat"),  # white space collapsed and stripped
+    ],
+)
+def test_round_trip_after_the_documented_normalization(tokenizer, text, expected):
+    assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == expected
+
+
+@pytest.mark.parametrize("text", ["鬱の字", "🍵 tea", "猫😺犬", "Ω"])
+def test_unseen_characters_fall_back_to_bytes_and_come_back(tokenizer, text):
+    ids = tokenizer(text)["input_ids"]
+    assert tokenizer.unk_token_id not in ids
+    assert any(token.startswith("<0x") for token in tokenizer.convert_ids_to_tokens(ids))
+    assert tokenizer.decode(ids, skip_special_tokens=True) == text.lower()
+
+
+def test_japanese_decodes_without_spaces_and_english_with_normal_spaces(tokenizer):
+    ids = tokenizer(["私は緑茶が本当に好きです。", "The cat is sleeping on the sofa."])["input_ids"]
+    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == [
+        "私は緑茶が本当に好きです。",
+        "the cat is sleeping on the sofa.",
+    ]
+
+
+def test_japanese_is_split_into_subwords_not_one_piece_per_sentence(tokenizer):
+    pieces = tokenizer.tokenize("猫がソファの上で寝ています。")
+    assert 2 < len(pieces) < len("猫がソファの上で寝ています。") + 2
+
+
+def test_lowercasing_is_saved_in_the_tokenizer(tokenizer, tmp_path):
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert loaded("I REALLY Like GREEN tea.")["input_ids"] == tokenizer("i really like green tea.")["input_ids"]
+    cased = train_tokenizer(ENGLISH, vocab_size=300)
+    assert cased.decode(cased("The Cat")["input_ids"], skip_special_tokens=True) == "The Cat"
+
+
+def test_save_load_gives_identical_ids(tokenizer, tmp_path):
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    texts = ENGLISH + JAPANESE + ["鬱 🍵"]
+    assert loaded(texts)["input_ids"] == tokenizer(texts)["input_ids"]
+    assert loaded.model_max_length == 64
+
+
+def test_autotokenizer_in_a_fresh_process_without_the_package(tokenizer, tmp_path):
+    folder = tmp_path / "tok"
+    tokenizer.save_pretrained(folder)
+    texts = ENGLISH + JAPANESE + ["鬱 🍵"]
+    script = (
+        "import json, sys\nfrom transformers import AutoTokenizer\n"
+        "tok = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+        "print(json.dumps(tok(json.loads(sys.argv[2]))['input_ids']))"
+    )
+    output = run_without_package(script, str(folder), json.dumps(texts), cwd=tmp_path)
+    assert json.loads(output) == tokenizer(texts)["input_ids"]
+
+
+def test_vocab_size_smaller_than_the_special_tokens_is_an_error():
+    with pytest.raises(ValueError, match="vocab_size \\(3\\) must be at least 261: the 4 special tokens and the 256 byte pieces"):
+        train_tokenizer(ENGLISH, vocab_size=3)
+
+
+def test_empty_training_corpus_is_an_error():
+    with pytest.raises(ValueError, match="training texts are empty"):
+        train_tokenizer([], vocab_size=300)
