@@ -92,7 +92,13 @@ def run_without_package(script: str, *args: str, cwd) -> str:
     (blocker / "hf_tiny_transformer.py").write_text("raise ImportError('hidden for this test')\n")
     env["PYTHONPATH"] = str(blocker)
     result = subprocess.run(
-        [sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script, *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout.strip().splitlines()[-1]
