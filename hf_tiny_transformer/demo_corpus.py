@@ -1,7 +1,8 @@
 """A built-in English -> Japanese corpus of everyday sentences, made from patterns, for demos and tests.
 
 Four sentence patterns (subject + verb + object, "like", "really like", subject + adjective), each in four
-forms (present, past, negative, past negative), with correct English agreement and Japanese conjugation:
+forms (present, past, negative, past negative), with correct English agreement and Japanese conjugation,
+and a lexicon of the subjects and objects on their own:
 
     I drink green tea.            私は緑茶を飲みます。
     My sister didn't read the newspaper.   姉は新聞を読みませんでした。
@@ -134,15 +135,23 @@ def adjective_pairs() -> list[Pair]:
     return pairs
 
 
+def lexicon_pairs() -> list[Pair]:
+    """Each subject and object on its own (`my sister` -> `姉`), as a dictionary would list them."""
+    words = {(english, japanese) for english, japanese, _ in SUBJECTS}
+    words |= {obj for *_, objects in VERBS for obj in objects} | set(LIKED)
+    words |= {(noun, noun_ja) for noun, noun_ja, _ in DESCRIBED}
+    return [Pair(english, japanese, english, "") for english, japanese in sorted(words)]
+
+
 def all_pairs() -> list[Pair]:
-    """Every sentence the patterns make, in a fixed order."""
-    return verb_pairs() + like_pairs() + adjective_pairs()
+    """Every sentence the patterns make, and the lexicon, in a fixed order."""
+    return verb_pairs() + like_pairs() + adjective_pairs() + lexicon_pairs()
 
 
 def make_demo_corpus(seed: int = 0, test_fraction: float = 0.1) -> dict[str, list[Pair]]:
     """{"train": [...], "test": [...]}: the test pairs' (subject, object) combinations never occur in training."""
     pairs = all_pairs()
-    combinations = sorted({(pair.subject, pair.object) for pair in pairs})
+    combinations = sorted({(pair.subject, pair.object) for pair in pairs if pair.object})
     rng = random.Random(seed)
     held_out = set(rng.sample(combinations, round(len(combinations) * test_fraction)))
     train = [pair for pair in pairs if (pair.subject, pair.object) not in held_out]

@@ -1,4 +1,4 @@
-"""A tokenizer for the model, trained with the `tokenizers` library: one Unigram vocabulary for both languages.
+"""A tokenizer for the model, trained with the `tokenizers` library: one BPE vocabulary for both languages.
 
 Text is normalized before it is split (and the same normalization is saved in tokenizer.json, so text typed by
 a person goes through it too): Unicode NFKC (full-width Latin letters, digits and punctuation such as `！？`
@@ -6,14 +6,18 @@ become `!?`; `。、` stay), runs of white space become one space, leading and t
 with `lowercase=True` everything is lowercased. `decode(encode(x))` gives back that normalized text.
 
 Words are split at spaces only (Metaspace, `▁` marks a space), so Japanese, written without spaces, is
-segmented by the Unigram model learned from the raw text: no morphological analyzer is needed. Decoding turns
-`▁` back into spaces, which gives Japanese without spaces and English normally spaced.
+segmented by the byte-pair merges learned from the raw text: no morphological analyzer is needed. BPE training
+is deterministic (the same texts give the same vocabulary), which the `tokenizers` Unigram trainer is not.
+Decoding turns `▁` back into spaces, which gives Japanese without spaces and English normally spaced.
 
 Characters never seen in training are not lost: they fall back to their UTF-8 bytes, one token each
-(`<0xE7>`...), and decode back to the same character. `<unk>` exists but byte fallback leaves nothing for it.
+(`<0xE7>`...), and decode back to the same character. The alphabet is capped at half the learned pieces, so
+the rarest characters of the training texts take this path too. `<unk>` exists but byte fallback leaves nothing
+for it.
 """
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -30,11 +34,18 @@ def normalizer(lowercase: bool) -> normalizers.Normalizer:
     return normalizers.Sequence(steps + [normalizers.Lowercase()] if lowercase else steps)
 
 
+def most_frequent_characters(texts: list[str], normalize, limit: int) -> list[str]:
+    """The `limit` most frequent characters after normalization, ties broken by the character itself (so that
+    the alphabet, and with it the whole vocabulary, does not depend on hash order)."""
+    counts = Counter(char for text in texts for char in normalize(text).replace(" ", SPACE))
+    return sorted(counts, key=lambda char: (-counts[char], char))[:limit]
+
+
 def with_byte_fallback(tokenizer: Tokenizer) -> Tokenizer:
-    """Append the 256 byte pieces to a trained Unigram vocabulary and turn byte fallback on."""
+    """Append the 256 byte pieces to a trained BPE vocabulary and turn byte fallback on."""
     state = json.loads(tokenizer.to_str())
-    lowest_score = min(score for _, score in state["model"]["vocab"])
-    state["model"]["vocab"] += [[piece, lowest_score - 1.0] for piece in BYTE_TOKENS]
+    vocab = state["model"]["vocab"]
+    vocab.update({piece: len(vocab) + i for i, piece in enumerate(BYTE_TOKENS)})
     state["model"]["byte_fallback"] = True
     return Tokenizer.from_str(json.dumps(state))
 
@@ -47,7 +58,7 @@ def train_tokenizer(
     model_max_length: int = 512,
     max_piece_length: int = 16,
 ) -> PreTrainedTokenizerFast:
-    """Train a Unigram tokenizer on `texts` (source and target sentences together) and wrap it for transformers.
+    """Train a BPE tokenizer on `texts` (source and target sentences together) and wrap it for transformers.
 
     Args:
         texts: sentences of both languages, as people write them (Japanese without spaces).
@@ -67,14 +78,18 @@ def train_tokenizer(
             f"vocab_size ({vocab_size}) must be at least {smallest}: the {len(SPECIAL_TOKENS)} special tokens and "
             f"the {len(BYTE_TOKENS)} byte pieces come first, then at least one learned piece."
         )
-    tokenizer = Tokenizer(models.Unigram())
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.normalizer = normalizer(lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(
-        vocab_size=vocab_size - len(BYTE_TOKENS),
+    texts = list(texts)
+    learned = vocab_size - len(BYTE_TOKENS)
+    alphabet = most_frequent_characters(texts, tokenizer.normalizer.normalize_str, learned // 2)
+    trainer = trainers.BpeTrainer(
+        vocab_size=learned,
         special_tokens=SPECIAL_TOKENS,
-        unk_token="<unk>",
-        max_piece_length=max_piece_length,
+        initial_alphabet=alphabet,
+        limit_alphabet=len(alphabet),  # rarer characters are left to the byte pieces
+        max_token_length=max_piece_length,
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer)

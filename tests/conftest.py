@@ -72,7 +72,7 @@ def tokenizer():
     """A tokenizer trained on a few English and Japanese sentences (lowercased, as the demo's is)."""
     from hf_tiny_transformer import train_tokenizer
 
-    return train_tokenizer(ENGLISH * 3 + JAPANESE * 3, vocab_size=400, lowercase=True, model_max_length=64)
+    return train_tokenizer(ENGLISH * 3 + JAPANESE * 3, vocab_size=1000, lowercase=True, model_max_length=64)
 
 
 @pytest.fixture
