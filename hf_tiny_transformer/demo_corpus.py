@@ -5,12 +5,12 @@ forms (present, past, negative, past negative), with correct English agreement a
 and a lexicon of the subjects and objects on their own:
 
     I drink green tea.            私は緑茶を飲みます。
-    My sister didn't read the newspaper.   姉は新聞を読みませんでした。
+    My sister didn't borrow an umbrella.   姉は傘を借りませんでした。
     The cat really likes fish.    猫は魚がとても好きです。
     The coffee wasn't hot.        コーヒーは熱くありませんでした。
 
-`make_demo_corpus(seed)` holds out a random tenth of the (subject, object) combinations: the test split has
-only sentences whose subject and object never appear together in training, though each appears elsewhere.
+`make_demo_corpus(seed)` holds out sentences whose combination of subject, object and form never occurs in
+training: for a random share of the (subject, object) pairs, one form is held out (see `make_demo_corpus`).
 """
 
 import random
@@ -40,7 +40,7 @@ SUBJECTS = [
 VERBS = [
     ("drink", "drinks", "drank", "飲み", [("green tea", "緑茶"), ("coffee", "コーヒー"), ("water", "水"), ("milk", "牛乳"), ("orange juice", "オレンジジュース")]),
     ("eat", "eats", "ate", "食べ", [("bread", "パン"), ("rice", "ご飯"), ("apples", "りんご"), ("sushi", "寿司"), ("cake", "ケーキ"), ("fish", "魚")]),
-    ("read", "reads", "read", "読み", [("books", "本"), ("the newspaper", "新聞"), ("a letter", "手紙"), ("manga", "漫画")]),
+    ("borrow", "borrows", "borrowed", "借り", [("books", "本"), ("an umbrella", "傘"), ("a pen", "ペン"), ("manga", "漫画")]),
     ("buy", "buys", "bought", "買い", [("a car", "車"), ("flowers", "花"), ("a bag", "かばん"), ("shoes", "靴"), ("bread", "パン")]),
     ("watch", "watches", "watched", "見", [("movies", "映画"), ("TV", "テレビ"), ("soccer", "サッカー")]),
     ("write", "writes", "wrote", "書き", [("a letter", "手紙"), ("emails", "メール"), ("a report", "レポート")]),
@@ -71,6 +71,7 @@ class Pair:
     japanese: str
     subject: str
     object: str
+    form: str
 
 
 COPULA = {"present": "です", "past": "でした", "negative": "ではありません", "past_negative": "ではありませんでした"}
@@ -109,7 +110,7 @@ def verb_pairs() -> list[Pair]:
                 for form in FORMS:
                     english = f"{english_verb(subject, third_person, base, third, past, form)} {obj}."
                     japanese = f"{topic}は{obj_ja}を{masu(stem, form)}。"
-                    pairs.append(Pair(english, japanese, subject, obj))
+                    pairs.append(Pair(english, japanese, subject, obj, form))
     return pairs
 
 
@@ -119,9 +120,9 @@ def like_pairs() -> list[Pair]:
         for obj, obj_ja in LIKED:
             for form in FORMS:
                 english = f"{english_verb(subject, third_person, 'like', 'likes', 'liked', form)} {obj}."
-                pairs.append(Pair(english, f"{topic}は{obj_ja}が好き{COPULA[form]}。", subject, obj))
+                pairs.append(Pair(english, f"{topic}は{obj_ja}が好き{COPULA[form]}。", subject, obj, form))
             really = f"{subject} really {'likes' if third_person else 'like'} {obj}."
-            pairs.append(Pair(really, f"{topic}は{obj_ja}がとても好きです。", subject, obj))
+            pairs.append(Pair(really, f"{topic}は{obj_ja}がとても好きです。", subject, obj, "really"))
     return pairs
 
 
@@ -131,7 +132,8 @@ def adjective_pairs() -> list[Pair]:
         for adjective, adjective_ja in adjectives:
             for form in FORMS:
                 verb = {"present": "is", "past": "was", "negative": "isn't", "past_negative": "wasn't"}[form]
-                pairs.append(Pair(f"{noun} {verb} {adjective}.", f"{noun_ja}は{i_adjective(adjective_ja, form)}。", noun, adjective))
+                english, japanese = f"{noun} {verb} {adjective}.", f"{noun_ja}は{i_adjective(adjective_ja, form)}。"
+                pairs.append(Pair(english, japanese, noun, adjective, form))
     return pairs
 
 
@@ -140,7 +142,7 @@ def lexicon_pairs() -> list[Pair]:
     words = {(english, japanese) for english, japanese, _ in SUBJECTS}
     words |= {obj for *_, objects in VERBS for obj in objects} | set(LIKED)
     words |= {(noun, noun_ja) for noun, noun_ja, _ in DESCRIBED}
-    return [Pair(english, japanese, english, "") for english, japanese in sorted(words)]
+    return [Pair(english, japanese, english, "", "word") for english, japanese in sorted(words)]
 
 
 def all_pairs() -> list[Pair]:
@@ -148,14 +150,20 @@ def all_pairs() -> list[Pair]:
     return verb_pairs() + like_pairs() + adjective_pairs() + lexicon_pairs()
 
 
-def make_demo_corpus(seed: int = 0, test_fraction: float = 0.1) -> dict[str, list[Pair]]:
-    """{"train": [...], "test": [...]}: the test pairs' (subject, object) combinations never occur in training."""
+def make_demo_corpus(seed: int = 0, test_fraction: float = 0.3) -> dict[str, list[Pair]]:
+    """{"train": [...], "test": [...]}: every test sentence is a combination never seen in training.
+
+    A random `test_fraction` of the (subject, object) pairs is chosen, and for each one form (tense or negation)
+    is held out: "My sister didn't borrow an umbrella." is in the test split while training has that subject
+    with that object only in other forms, and that form only with other subjects and objects.
+    """
     pairs = all_pairs()
-    combinations = sorted({(pair.subject, pair.object) for pair in pairs if pair.object})
     rng = random.Random(seed)
-    held_out = set(rng.sample(combinations, round(len(combinations) * test_fraction)))
-    train = [pair for pair in pairs if (pair.subject, pair.object) not in held_out]
-    test = [pair for pair in pairs if (pair.subject, pair.object) in held_out]
+    combinations = sorted({(pair.subject, pair.object) for pair in pairs if pair.object})
+    chosen = rng.sample(combinations, round(len(combinations) * test_fraction))
+    held_out = {(subject, obj, rng.choice(FORMS)) for subject, obj in chosen}
+    test = [pair for pair in pairs if (pair.subject, pair.object, pair.form) in held_out]
+    train = [pair for pair in pairs if (pair.subject, pair.object, pair.form) not in held_out]
     rng.shuffle(train)
     rng.shuffle(test)
     return {"train": train, "test": test}

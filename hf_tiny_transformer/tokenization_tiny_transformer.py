@@ -5,8 +5,8 @@ a person goes through it too): Unicode NFKC (full-width Latin letters, digits an
 become `!?`; `。、` stay), runs of white space become one space, leading and trailing space is removed, and
 with `lowercase=True` everything is lowercased. `decode(encode(x))` gives back that normalized text.
 
-Words are split at spaces only (Metaspace, `▁` marks a space), so Japanese, written without spaces, is
-segmented by the byte-pair merges learned from the raw text: no morphological analyzer is needed. BPE training
+Words are split at spaces (Metaspace, `▁` marks a space) and punctuation is split off (`first.` -> `first`,
+`.`), so Japanese, written without spaces, is segmented by the byte-pair merges learned from the raw text: no morphological analyzer is needed. BPE training
 is deterministic (the same texts give the same vocabulary), which the `tokenizers` Unigram trainer is not.
 Decoding turns `▁` back into spaces, which gives Japanese without spaces and English normally spaced.
 
@@ -80,7 +80,9 @@ def train_tokenizer(
         )
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.normalizer = normalizer(lowercase)
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always")
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always"), pre_tokenizers.Punctuation()]
+    )
     texts = list(texts)
     learned = vocab_size - len(BYTE_TOKENS)
     alphabet = most_frequent_characters(texts, tokenizer.normalizer.normalize_str, learned // 2)

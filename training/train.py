@@ -30,9 +30,12 @@ import sacrebleu
 import transformers
 from datasets import Dataset, DatasetDict, load_dataset
 from transformers import (
+    AutoModelForSeq2SeqLM,
     AutoTokenizer,
     DataCollatorForSeq2Seq,
     HfArgumentParser,
+    MarianConfig,
+    MarianMTModel,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
     set_seed,
@@ -71,6 +74,14 @@ class ModelArguments:
     config_name: str | None = field(default=None, metadata={"help": "train from scratch with this config (folder or JSON file)"})
     config_overrides: str | None = field(
         default=None, metadata={"help": "comma-separated config changes, e.g. 'd_model=128,encoder_layers=2'"}
+    )
+    architecture: str = field(
+        default="tiny_transformer",
+        metadata={
+            "help": "tiny_transformer (this package), or marian: transformers' MarianMTModel of the same shape, "
+            "for side-by-side comparisons (benchmarks/quality_vs_marian.py)",
+            "choices": ["tiny_transformer", "marian"],
+        },
     )
     tokenizer_name: str | None = field(default=None, metadata={"help": "saved tokenizer; default: train one"})
     vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of a tokenizer trained here"})
@@ -304,9 +315,38 @@ def parse_overrides(text: str | None) -> dict:
     return overrides
 
 
-def make_model(model_args: ModelArguments, tokenizer) -> TinyTransformerForConditionalGeneration:
+def marian_of_the_same_shape(config: TinyTransformerConfig) -> MarianMTModel:
+    """transformers' own implementation of the architecture, with every size, id and option set like ours."""
+    marian = MarianConfig(
+        vocab_size=config.vocab_size,
+        d_model=config.d_model,
+        encoder_layers=config.encoder_layers,
+        decoder_layers=config.decoder_layers,
+        encoder_attention_heads=config.encoder_attention_heads,
+        decoder_attention_heads=config.decoder_attention_heads,
+        encoder_ffn_dim=config.encoder_ffn_dim,
+        decoder_ffn_dim=config.decoder_ffn_dim,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        activation_dropout=config.activation_dropout,
+        activation_function=config.activation_function,
+        max_position_embeddings=config.max_position_embeddings,
+        scale_embedding=config.scale_embedding,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=config.tie_word_embeddings,
+        init_std=config.init_std,
+        pad_token_id=config.pad_token_id,
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        forced_eos_token_id=None,
+        decoder_start_token_id=config.decoder_start_token_id,
+    )
+    return MarianMTModel(marian)
+
+
+def make_model(model_args: ModelArguments, tokenizer):
     if model_args.model_name_or_path:
-        return TinyTransformerForConditionalGeneration.from_pretrained(model_args.model_name_or_path)
+        return AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path, trust_remote_code=True)
     overrides = {**parse_overrides(model_args.config_overrides), "vocab_size": len(tokenizer)}
     if model_args.preset:
         config = load_preset(model_args.preset, **overrides)
@@ -315,6 +355,8 @@ def make_model(model_args: ModelArguments, tokenizer) -> TinyTransformerForCondi
     ids = (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id)
     if ids != (config.pad_token_id, config.eos_token_id, config.bos_token_id):
         raise UsageError(f"the tokenizer's pad/eos/bos ids {ids} differ from the model config's")
+    if model_args.architecture == "marian":
+        return marian_of_the_same_shape(config)
     return TinyTransformerForConditionalGeneration(config)
 
 
@@ -383,10 +425,17 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         metrics.update({key: value for key, value in test.metrics.items() if key in ("test_bleu", "test_chrf")})
     if trainer.is_world_process_zero():
         save_hub_folder(trainer.model, tokenizer, model_args, data_args, training_args, metrics)
+        (Path(training_args.output_dir) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return metrics
 
 
 def save_hub_folder(model, tokenizer, model_args, data_args, training_args, metrics: dict):
+    """`{output_dir}/hub`: the model, its code, the tokenizer and a model card with the test metrics."""
+    folder = Path(training_args.output_dir) / "hub"
+    if model_args.architecture == "marian":  # a comparison model: no card of ours
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        return
     data = data_args.corpus_dir or data_args.dataset_name or data_args.train_source_file or data_args.train_file
     procedure = (
         f"Trained with `training/train.py` for {metrics['train_steps']} steps "
@@ -405,8 +454,7 @@ def save_hub_folder(model, tokenizer, model_args, data_args, training_args, metr
         training_procedure=procedure,
     )
     model.generation_config.max_length = training_args.generation_max_length
-    save_for_hub(model, tokenizer, Path(training_args.output_dir) / "hub", card)
-    (Path(training_args.output_dir) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    save_for_hub(model, tokenizer, folder, card)
 
 
 def main(argv: list[str] | None = None) -> int:
