@@ -105,6 +105,23 @@ def test_json_lines_and_datasets_sources(demo_files, tmp_path):
     assert (tmp_path / "b" / "hub" / "model.safetensors").is_file()
 
 
+def test_fine_tuning_a_saved_model_and_training_from_a_config(demo_files, tmp_path):
+    first = tmp_path / "first"
+    assert train.main(quick_args(demo_files, first)) == 0
+    data = ["--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja")]
+    common = ["--max_steps", "2", "--save_strategy", "no", "--use_cpu", "true", "--disable_tqdm", "true", *data]
+    tuned = tmp_path / "tuned"
+    assert train.main(["--model_name_or_path", str(first / "hub"), "--output_dir", str(tuned), *common]) == 0
+    assert not (tuned / "tokenizer").exists()  # the model's own tokenizer, not a new one
+    assert (tuned / "hub" / "tokenizer.json").read_text() == (first / "hub" / "tokenizer.json").read_text()
+    before, after = load_file(first / "hub" / "model.safetensors"), load_file(tuned / "hub" / "model.safetensors")
+    assert before.keys() == after.keys() and any(not torch.equal(before[k], after[k]) for k in before)
+    scratch = tmp_path / "scratch"
+    args = ["--config_name", str(first / "hub"), "--tokenizer_name", str(first / "hub"), "--output_dir", str(scratch)]
+    assert train.main(args + common) == 0
+    assert json.loads((scratch / "hub" / "config.json").read_text())["d_model"] == 32
+
+
 def run_script(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "training" / "train.py"), *args],
