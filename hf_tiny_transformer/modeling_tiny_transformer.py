@@ -557,6 +557,7 @@ class TinyTransformerDecoder(TransformerStack):
             `BaseModelOutputWithPastAndCrossAttentions` with last_hidden_state (B, Tt, D), the cache, and when
             asked for hidden_states, attentions (B, H, Tt, past + Tt) and cross_attentions (B, H, Tt, Ts).
         """
+        check_output_attentions(self.config, output_attentions)
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past_length = cache.get_seq_length() if cache is not None else 0

@@ -166,6 +166,9 @@ def test_default_attention_is_sdpa_and_weights_need_eager(model, batch):
     assert model.config._attn_implementation == "sdpa"
     with pytest.raises(ValueError, match="output_attentions=True needs the eager attention implementation"):
         model(**batch, output_attentions=True)
+    encoder_outputs = model.get_encoder()(batch["input_ids"], batch["attention_mask"])
+    with pytest.raises(ValueError, match="output_attentions=True needs the eager attention implementation"):
+        model(encoder_outputs=encoder_outputs, labels=batch["labels"], output_attentions=True)
 
 
 def test_attention_weights_are_distributions_that_respect_the_masks(batch):

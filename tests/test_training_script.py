@@ -228,3 +228,14 @@ def test_the_demo_model_learns_held_out_combinations(demo_files, tmp_path, capsy
     scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0, scores
     assert scores["exact_match"] >= 40 and scores["bleu"] > 50
+
+
+def test_marian_of_the_same_shape_trains_with_the_same_script(demo_files, tmp_path):
+    config = train.load_preset("tiny", vocab_size=600)
+    marian = train.marian_of_the_same_shape(config)
+    ours = train.TinyTransformerForConditionalGeneration(config)
+    trainable = sum(p.numel() for p in marian.parameters() if p.requires_grad)
+    assert trainable == ours.num_parameters()  # the same shape; Marian also stores its sinusoids as weights
+    out = tmp_path / "marian"
+    assert train.main(quick_args(demo_files, out, "--architecture", "marian")) == 0
+    assert json.loads((out / "hub" / "config.json").read_text())["model_type"] == "marian"

@@ -315,33 +315,19 @@ def parse_overrides(text: str | None) -> dict:
     return overrides
 
 
+# Fields that mean the same in MarianConfig and TinyTransformerConfig.
+MARIAN_FIELDS = (
+    "vocab_size d_model encoder_layers decoder_layers encoder_attention_heads decoder_attention_heads "
+    "encoder_ffn_dim decoder_ffn_dim dropout attention_dropout activation_dropout activation_function "
+    "max_position_embeddings scale_embedding tie_word_embeddings init_std pad_token_id bos_token_id eos_token_id "
+    "decoder_start_token_id"
+).split()
+
+
 def marian_of_the_same_shape(config: TinyTransformerConfig) -> MarianMTModel:
     """transformers' own implementation of the architecture, with every size, id and option set like ours."""
-    marian = MarianConfig(
-        vocab_size=config.vocab_size,
-        d_model=config.d_model,
-        encoder_layers=config.encoder_layers,
-        decoder_layers=config.decoder_layers,
-        encoder_attention_heads=config.encoder_attention_heads,
-        decoder_attention_heads=config.decoder_attention_heads,
-        encoder_ffn_dim=config.encoder_ffn_dim,
-        decoder_ffn_dim=config.decoder_ffn_dim,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=config.activation_dropout,
-        activation_function=config.activation_function,
-        max_position_embeddings=config.max_position_embeddings,
-        scale_embedding=config.scale_embedding,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=config.tie_word_embeddings,
-        init_std=config.init_std,
-        pad_token_id=config.pad_token_id,
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        forced_eos_token_id=None,
-        decoder_start_token_id=config.decoder_start_token_id,
-    )
-    return MarianMTModel(marian)
+    values = {name: getattr(config, name) for name in MARIAN_FIELDS}
+    return MarianMTModel(MarianConfig(**values, share_encoder_decoder_embeddings=True, forced_eos_token_id=None))
 
 
 def make_model(model_args: ModelArguments, tokenizer):
