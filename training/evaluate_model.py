@@ -50,7 +50,9 @@ def translate(model, tokenizer, sources: list[str], num_beams: int, batch_size: 
     for start in range(0, len(sources), batch_size):
         batch = tokenizer(sources[start : start + batch_size], return_tensors="pt", padding=True, truncation=True)
         with torch.inference_mode():
-            output = model.generate(**batch.to(model.device), num_beams=num_beams, max_new_tokens=max_new_tokens)
+            # an encoder-decoder's output starts with the one start token: max_length = max_new_tokens + 1, said
+            # as max_length so that it replaces the saved generation config's max_length instead of clashing
+            output = model.generate(**batch.to(model.device), num_beams=num_beams, max_length=max_new_tokens + 1)
         translations += tokenizer.batch_decode(output, skip_special_tokens=True)
     return translations
 

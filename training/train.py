@@ -439,7 +439,7 @@ def save_hub_folder(model, tokenizer, model_args, data_args, training_args, metr
         metrics={k: v for k, v in metrics.items() if k.startswith("test_")},
         training_procedure=procedure,
     )
-    model.generation_config.max_new_tokens = training_args.generation_max_length
+    model.generation_config.max_length = training_args.generation_max_length
     save_for_hub(model, tokenizer, folder, card)
 
 
