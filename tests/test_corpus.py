@@ -8,7 +8,7 @@ from hf_tiny_transformer import detokenize_english, read_parallel, unsegment_jap
 @pytest.mark.parametrize(
     "line, natural",
     [
-        ("誰 が 一番 に 着 く か 私 に は 分か り ま せ ん 。", "誰が一番に着くか私には分かりません。"),
+        ("私 は 毎朝 コーヒー を 飲 み ま す 。", "私は毎朝コーヒーを飲みます。"),
         ("私 は CD を 10 枚 持 っ て い る 。", "私はCDを10枚持っている。"),
         ("New York に 行 く", "New Yorkに行く"),
         ("", ""),
