@@ -9,6 +9,15 @@ import torch
 
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
 
+# What save_pretrained writes for a model: config, generation config, safetensors weights, and the code files.
+MODEL_FOLDER_FILES = {
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "configuration_tiny_transformer.py",
+    "modeling_tiny_transformer.py",
+}
+
 TINY = dict(
     vocab_size=50,
     d_model=32,

@@ -13,7 +13,7 @@ from huggingface_hub import ModelCard
 from hf_tiny_transformer import model_card, save_for_hub
 from hf_tiny_transformer.hub import differences_from_the_paper
 
-from conftest import run_without_package
+from conftest import MODEL_FOLDER_FILES, run_without_package
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,17 +33,7 @@ def hub_folder(text_model, tokenizer, tmp_path):
 
 def test_folder_holds_everything_a_hub_repo_needs(hub_folder):
     files = {path.name for path in hub_folder.iterdir()}
-    assert {
-        "config.json",
-        "generation_config.json",
-        "model.safetensors",
-        "configuration_tiny_transformer.py",
-        "modeling_tiny_transformer.py",
-        "pipeline_tiny_transformer.py",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "README.md",
-    } <= files
+    assert MODEL_FOLDER_FILES | {"pipeline_tiny_transformer.py", "tokenizer.json", "tokenizer_config.json", "README.md"} <= files
     assert not [name for name in files if name.endswith((".bin", ".pt", ".pkl", ".pth"))]
     config = json.loads((hub_folder / "config.json").read_text())
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM"}

@@ -13,7 +13,7 @@ import hf_tiny_transformer
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, TinyTransformerModel
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
 
-from conftest import run_without_package, tiny_model
+from conftest import MODEL_FOLDER_FILES, run_without_package, tiny_model
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 MASK = (SOURCE != 0).long()
@@ -23,13 +23,7 @@ DECODER = torch.tensor([[1, 11, 12], [1, 13, 14]])
 def test_saved_folder_is_self_contained(model, tmp_path):
     model.save_pretrained(tmp_path)
     files = set(os.listdir(tmp_path))
-    assert {
-        "config.json",
-        "generation_config.json",
-        "model.safetensors",
-        "configuration_tiny_transformer.py",
-        "modeling_tiny_transformer.py",
-    } <= files
+    assert MODEL_FOLDER_FILES <= files
     assert not any(name.endswith((".bin", ".pt", ".pkl")) for name in files)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "tiny_transformer"

@@ -307,11 +307,20 @@ def make_tokenizer(model_args: ModelArguments, splits, training_args: TrainingAr
     return tokenizer
 
 
+def parse_value(text: str):
+    """A JSON value (128, 0.3, true) when it parses as one, else the text itself (gelu)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def parse_overrides(text: str | None) -> dict:
+    """'d_model=128,activation_function=gelu' -> {"d_model": 128, "activation_function": "gelu"}."""
     overrides = {}
     for item in filter(None, (text or "").split(",")):
         key, _, value = item.partition("=")
-        overrides[key.strip()] = json.loads(value) if value.strip()[:1] in "0123456789-.[{tf" else value.strip()
+        overrides[key.strip()] = parse_value(value.strip())
     return overrides
 
 
