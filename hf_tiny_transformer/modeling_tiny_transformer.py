@@ -52,7 +52,8 @@ logger = logging.get_logger(__name__)
 
 
 def check_input_ids(name: str, input_ids: torch.Tensor, vocab_size: int, max_positions: int, past_length: int = 0):
-    """Raise a ValueError for an empty sequence, a sequence too long for the positional table, or a bad token id."""
+    """Raise a ValueError for an empty sequence, a sequence too long for the positional table, or a bad token id
+    (ids are checked when the sequence starts, i.e. without a cache or with an empty one)."""
     if input_ids.dim() != 2:
         raise ValueError(f"{name} must have shape (batch_size, sequence_length), got {tuple(input_ids.shape)}.")
     length = input_ids.shape[1]
@@ -66,7 +67,9 @@ def check_input_ids(name: str, input_ids: torch.Tensor, vocab_size: int, max_pos
             f"{name} reaches position {past_length + length} but max_position_embeddings is {max_positions}; "
             "pass truncation=True to the tokenizer, lower max_new_tokens, or raise max_position_embeddings."
         )
-    if not torch.compiler.is_compiling():
+    # The range check reads the ids on the host, a synchronization: done when a sequence starts (past_length 0),
+    # not again for each token that generate() feeds back.
+    if past_length == 0 and not torch.compiler.is_compiling():
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= vocab_size:
             raise ValueError(
@@ -84,6 +87,11 @@ def check_attention_mask(name: str, attention_mask: torch.Tensor | None, expecte
             f"{name} has shape {tuple(attention_mask.shape)} but the sequences it masks have shape "
             f"{tuple(expected_shape)}; pass the attention_mask the tokenizer returned with these input ids."
         )
+
+
+def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """nn.functional.dropout, not called at all when it would return x unchanged (inference, or p = 0)."""
+    return nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -150,7 +158,7 @@ def eager_attention_forward(
     if attention_mask is not None:
         scores = scores + attention_mask
     weights = nn.functional.softmax(scores, dim=-1)
-    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    weights = apply_dropout(weights, dropout, module.training)
     output = torch.matmul(weights, value)  # (B, H, Tq, Dh)
     return output.transpose(1, 2).contiguous(), weights  # (B, Tq, H, Dh)
 
@@ -190,13 +198,18 @@ class MultiHeadAttention(nn.Module):
         self.layer_idx = layer_idx
         self.config = config
         self.q_proj = nn.Linear(d_model, d_model)  # W^Q for all heads at once
-        self.k_proj = nn.Linear(d_model, d_model)  # W^K
-        self.v_proj = nn.Linear(d_model, d_model)  # W^V
+        # W^K and W^V stacked into one (2 D, D) matrix: one matrix multiply projects both.
+        self.kv_proj = nn.Linear(d_model, 2 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)  # W^O
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, H, T, Dh)."""
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def project_keys_and_values(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, Tk, D) -> keys and values, (B, H, Tk, Dh) each."""
+        key, value = self.kv_proj(source).chunk(2, dim=-1)  # (B, Tk, D) each
+        return self.split_heads(key), self.split_heads(value)
 
     def keys_and_values(
         self, source: torch.Tensor, cache: EncoderDecoderCache | None, is_cross_attention: bool
@@ -207,7 +220,7 @@ class MultiHeadAttention(nn.Module):
         cross-attention projects the encoder output once per sequence and reuses it at every later step.
         """
         if cache is None:
-            return self.split_heads(self.k_proj(source)), self.split_heads(self.v_proj(source))
+            return self.project_keys_and_values(source)
         if is_cross_attention:
             layer_cache = cache.cross_attention_cache
             if cache.is_updated.get(self.layer_idx):
@@ -216,8 +229,7 @@ class MultiHeadAttention(nn.Module):
             cache.is_updated[self.layer_idx] = True
         else:
             layer_cache = cache.self_attention_cache
-        key, value = self.split_heads(self.k_proj(source)), self.split_heads(self.v_proj(source))
-        return layer_cache.update(key, value, self.layer_idx)
+        return layer_cache.update(*self.project_keys_and_values(source), self.layer_idx)
 
     def forward(
         self,
@@ -282,7 +294,7 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, T, D)."""
         hidden_states = self.activation_fn(self.fc1(hidden_states))  # (B, T, F)
-        hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        hidden_states = apply_dropout(hidden_states, self.activation_dropout, self.training)
         return self.fc2(hidden_states)
 
 
@@ -310,7 +322,7 @@ class ResidualSublayer(nn.Module):
 
     def after(self, residual: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
         """x + Dropout(Sublayer(...)), followed by LayerNorm for post-LN."""
-        hidden_states = residual + nn.functional.dropout(sublayer_output, p=self.dropout, training=self.training)
+        hidden_states = residual + apply_dropout(sublayer_output, self.dropout, self.training)
         return hidden_states if self.normalize_before else self.layer_norm(hidden_states)
 
 
@@ -462,7 +474,7 @@ class TransformerStack(nn.Module):
         check_input_ids(name, input_ids, self.vocab_size, self.max_positions, past_length)
         position_ids = torch.arange(input_ids.shape[1], device=input_ids.device) + past_length  # (T,)
         hidden_states = self.embed_tokens(input_ids) * self.embed_scale + self.embed_positions(position_ids)
-        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        return apply_dropout(hidden_states, self.dropout, self.training)
 
     def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """The pre-LN stack's final LayerNorm; identity for post-LN."""
@@ -534,6 +546,22 @@ class TinyTransformerDecoder(TransformerStack):
         super().__init__(config)
         self.layers = nn.ModuleList([DecoderLayer(config, i) for i in range(config.decoder_layers)])
 
+    def causal_mask(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, cache: EncoderDecoderCache | None
+    ) -> torch.Tensor | None:
+        """The mask of the masked self-attention: each position sees itself and earlier positions, not padding.
+
+        None when one new token is decoded with a growing cache and no padding mask: that token may see every
+        key in the cache, so there is nothing to mask (and no mask to build at every step of generation).
+        """
+        one_new_token = hidden_states.shape[1] == 1 and attention_mask is None
+        if one_new_token and cache is not None and not cache.is_compileable:
+            return None
+        self_attn_cache = cache.self_attention_cache if cache is not None else None
+        return create_causal_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, cache=self_attn_cache
+        )
+
     def forward(
         self,
         input_ids: torch.LongTensor,
@@ -566,10 +594,7 @@ class TinyTransformerDecoder(TransformerStack):
         check_attention_mask("attention_mask", encoder_attention_mask, (batch_size, source_length))
         hidden_states = self.embed("decoder_input_ids", input_ids, past_length)  # (B, Tt, D)
 
-        self_attn_cache = cache.self_attention_cache if cache is not None else None
-        causal_mask = create_causal_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, cache=self_attn_cache
-        )
+        causal_mask = self.causal_mask(hidden_states, attention_mask, cache)
         cross_mask = create_bidirectional_mask(
             config=self.config,
             inputs_embeds=hidden_states,

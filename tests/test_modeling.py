@@ -25,17 +25,21 @@ def reference_attention(module, query_source, key_source, mask):
     """softmax(Q K^T / sqrt(d_k)) V per head, heads concatenated, times W^O: float64, from the formula."""
     heads, d_k = module.num_heads, module.head_dim
 
-    def project(linear, x):
-        return x.double() @ linear.weight.double().T + linear.bias.double()
+    def project(weight, bias, x):
+        return x.double() @ weight.double().T + bias.double()
 
-    q, k, v = project(module.q_proj, query_source), project(module.k_proj, key_source), project(module.v_proj, key_source)
+    d_model = heads * d_k
+    w_k, w_v = module.kv_proj.weight[:d_model], module.kv_proj.weight[d_model:]  # W^K and W^V, stacked
+    b_k, b_v = module.kv_proj.bias[:d_model], module.kv_proj.bias[d_model:]
+    q = project(module.q_proj.weight, module.q_proj.bias, query_source)
+    k, v = project(w_k, b_k, key_source), project(w_v, b_v, key_source)
     outputs = []
     for h in range(heads):
         columns = slice(h * d_k, (h + 1) * d_k)
         scores = q[:, :, columns] @ k[:, :, columns].transpose(1, 2) / math.sqrt(d_k)
         scores = scores.masked_fill(~mask, float("-inf"))
         outputs.append(torch.softmax(scores, dim=-1) @ v[:, :, columns])
-    return project(module.out_proj, torch.cat(outputs, dim=-1))
+    return project(module.out_proj.weight, module.out_proj.bias, torch.cat(outputs, dim=-1))
 
 
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])

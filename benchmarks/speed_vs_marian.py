@@ -1,0 +1,227 @@
+"""Speed of our model against transformers' MarianMTModel of identical shape, measured side by side.
+
+    python benchmarks/speed_vs_marian.py [--repeats 7] [--device cpu] [--output runs/speed/result.json]
+
+Both models are built with random weights at the `tiny` shape (and, for one training measurement, at the
+`paper-base` shape) by the same code train.py uses for `--architecture marian`. Every workload is warmed up
+first, then timed `--repeats` times with the two models taking turns, and the median is reported:
+- training: tokens/s (source + target tokens) of one forward + backward + AdamW step on a batch of 64
+  sentence pairs, 16 source and 16 target tokens each;
+- generation: new tokens/s of `generate()` with 24 new tokens forced by min_new_tokens = max_new_tokens, so
+  that both models do the same work: greedy at batch 1, greedy at batch 32, beam 4 at batch 8;
+- memory: the peak of tensor memory during one training step (parameters, gradients, optimizer state,
+  activations and temporaries): every tensor storage alive at the start or created by an operator during
+  the step is counted until it is freed.
+Prints a table and, last, one JSON line of our/Marian ratios (memory: lower is better; all others: higher).
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.weak import WeakIdKeyDictionary
+from transformers import GenerationConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_preset  # noqa: E402
+from training.train import marian_of_the_same_shape  # noqa: E402
+
+BATCH_SIZE, SOURCE_LENGTH, TARGET_LENGTH, NEW_TOKENS = 64, 16, 16, 24
+GENERATION_WORKLOADS = {"greedy_b1": (1, 1), "greedy_b32": (32, 1), "beam4_b8": (8, 4)}  # (batch, beams)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs of each workload and model")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--vocab_size", type=int, default=8000, help="vocabulary of the tiny shape")
+    parser.add_argument("--skip_paper_base", action="store_true", help="leave out the paper-base training")
+    parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "result.json")
+    return parser.parse_args(argv)
+
+
+def build_models(preset: str, vocab_size: int | None, device: str) -> dict[str, torch.nn.Module]:
+    """Ours and Marian at the same shape, random weights, on `device`."""
+    config = load_preset(preset, **({"vocab_size": vocab_size} if vocab_size else {}))
+    torch.manual_seed(0)
+    ours = TinyTransformerForConditionalGeneration(config)
+    torch.manual_seed(0)
+    marian = marian_of_the_same_shape(config)
+    return {"ours": ours.to(device), "marian": marian.to(device)}
+
+
+def random_ids(vocab_size: int, batch_size: int, length: int, device: str) -> torch.Tensor:
+    """(batch_size, length) token ids that are none of the special tokens (ids 0-3)."""
+    return torch.randint(4, vocab_size, (batch_size, length), device=device)
+
+
+def synchronize(device: str):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+class TrainingStep:
+    """One forward + backward + AdamW step of `model` on `batch`, as a callable."""
+
+    def __init__(self, model: torch.nn.Module, batch: dict, device: str):
+        self.model, self.batch, self.device = model.train(), batch, device
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def __call__(self):
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model(**self.batch).loss.backward()
+        self.optimizer.step()
+        synchronize(self.device)
+
+    def state_tensors(self) -> list[torch.Tensor]:
+        """What lives between steps: parameters, buffers, optimizer state and the batch."""
+        state = [value for per_parameter in self.optimizer.state.values() for value in per_parameter.values()]
+        return [*self.model.parameters(), *self.model.buffers(), *state, *self.batch.values()]
+
+
+class PeakTensorMemory(TorchDispatchMode):
+    """Counts the bytes of live tensor storages: those given at the start, plus every storage an operator
+    creates while the mode is active, until it is freed. `peak` is the most ever alive at once."""
+
+    def __init__(self, tensors: list[torch.Tensor]):
+        super().__init__()
+        self.sizes = WeakIdKeyDictionary()  # storage -> bytes
+        self.current = self.peak = 0
+        for tensor in tensors:
+            self.add(tensor)
+
+    def add(self, tensor: torch.Tensor):
+        storage = tensor.untyped_storage()
+        if storage in self.sizes or storage.device.type == "meta":
+            return
+        self.sizes[storage] = storage.nbytes()
+        self.current += storage.nbytes()
+        self.peak = max(self.peak, self.current)
+        weakref.finalize(storage, self.release, storage.nbytes())
+
+    def release(self, nbytes: int):
+        self.current -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        output = func(*args, **(kwargs or {}))
+        for value in tree_leaves(output):
+            if isinstance(value, torch.Tensor):
+                self.add(value)
+        return output
+
+
+def generation_run(model: torch.nn.Module, batch_size: int, num_beams: int, device: str) -> Callable[[], None]:
+    """A function that generates exactly NEW_TOKENS tokens for `batch_size` random sources."""
+    config = model.config
+    input_ids = random_ids(config.vocab_size, batch_size, SOURCE_LENGTH, device)
+    generation_config = GenerationConfig(
+        max_new_tokens=NEW_TOKENS,
+        min_new_tokens=NEW_TOKENS,
+        num_beams=num_beams,
+        do_sample=False,
+        decoder_start_token_id=config.decoder_start_token_id,
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+    )
+    model.eval()
+
+    def run():
+        with torch.inference_mode():
+            model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=generation_config)
+        synchronize(device)
+
+    return run
+
+
+def median_seconds(runs: dict[str, Callable[[], None]], repeats: int, warmup: int = 2) -> dict[str, float]:
+    """Warm up every run, then time them taking turns; the median seconds of each."""
+    for run in runs.values():
+        for _ in range(warmup):
+            run()
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def peak_training_memory(step: TrainingStep) -> int:
+    """Peak tensor bytes during one training step, after earlier steps have created the optimizer state."""
+    step()
+    with PeakTensorMemory(step.state_tensors()) as memory:
+        step()
+    return memory.peak
+
+
+def training_batch(vocab_size: int, device: str) -> dict[str, torch.Tensor]:
+    input_ids = random_ids(vocab_size, BATCH_SIZE, SOURCE_LENGTH, device)
+    return {
+        "input_ids": input_ids,
+        "attention_mask": torch.ones_like(input_ids),
+        "labels": random_ids(vocab_size, BATCH_SIZE, TARGET_LENGTH, device),
+    }
+
+
+def measure_training(preset: str, vocab_size: int | None, args) -> tuple[dict, dict]:
+    """Training tokens/s of both models, and the peak memory of one step."""
+    models = build_models(preset, vocab_size, args.device)
+    batch = training_batch(models["ours"].config.vocab_size, args.device)
+    steps = {name: TrainingStep(model, batch, args.device) for name, model in models.items()}
+    seconds = median_seconds(steps, args.repeats)
+    tokens = BATCH_SIZE * (SOURCE_LENGTH + TARGET_LENGTH)
+    speed = {name: tokens / value for name, value in seconds.items()}
+    memory = {name: peak_training_memory(step) for name, step in steps.items()}
+    return speed, memory
+
+
+def measure_generation(args) -> dict[str, dict[str, float]]:
+    """New tokens/s of both models in each generation workload."""
+    models = build_models("tiny", args.vocab_size, args.device)
+    results = {}
+    for workload, (batch_size, num_beams) in GENERATION_WORKLOADS.items():
+        runs = {name: generation_run(model, batch_size, num_beams, args.device) for name, model in models.items()}
+        seconds = median_seconds(runs, args.repeats)
+        results[workload] = {name: batch_size * NEW_TOKENS / value for name, value in seconds.items()}
+    return results
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    table = {}  # measurement -> {"ours": value, "marian": value}
+    table["training"], table["memory"] = measure_training("tiny", args.vocab_size, args)
+    table.update(measure_generation(args))
+    if not args.skip_paper_base:
+        table["paper_base_training"], _ = measure_training("paper-base", None, args)
+
+    units = {"memory": "MiB"}
+    print(f"device {args.device}, {torch.get_num_threads()} threads, median of {args.repeats}")
+    print("| measurement | ours | Marian | ours / Marian |\n|---|---:|---:|---:|")
+    ratios = {}
+    for name, values in table.items():
+        ratios[name] = round(values["ours"] / values["marian"], 2)
+        scale = 2**20 if name == "memory" else 1
+        unit = units.get(name, "tokens/s")
+        print(
+            f"| {name} | {values['ours'] / scale:,.0f} {unit} | {values['marian'] / scale:,.0f} {unit} "
+            f"| {ratios[name]:.2f} |"
+        )
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({"device": args.device, "repeats": args.repeats, "table": table}, indent=2))
+    print(json.dumps(ratios))
+
+
+if __name__ == "__main__":
+    main()
