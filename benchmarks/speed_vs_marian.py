@@ -43,6 +43,7 @@ GENERATION_WORKLOADS = {"greedy_b1": (1, 1), "greedy_b32": (32, 1), "beam4_b8": 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7, help="timed runs of each workload and model")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed runs of each workload and model first")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--vocab_size", type=int, default=8000, help="vocabulary of the tiny shape")
     parser.add_argument("--skip_paper_base", action="store_true", help="leave out the paper-base training")
@@ -144,7 +145,7 @@ def generation_run(model: torch.nn.Module, batch_size: int, num_beams: int, devi
     return run
 
 
-def median_seconds(runs: dict[str, Callable[[], None]], repeats: int, warmup: int = 2) -> dict[str, float]:
+def median_seconds(runs: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, float]:
     """Warm up every run, then time them taking turns; the median seconds of each."""
     for run in runs.values():
         for _ in range(warmup):
@@ -180,7 +181,7 @@ def measure_training(preset: str, vocab_size: int | None, args) -> tuple[dict, d
     models = build_models(preset, vocab_size, args.device)
     batch = training_batch(models["ours"].config.vocab_size, args.device)
     steps = {name: TrainingStep(model, batch, args.device) for name, model in models.items()}
-    seconds = median_seconds(steps, args.repeats)
+    seconds = median_seconds(steps, args.repeats, args.warmup)
     tokens = BATCH_SIZE * (SOURCE_LENGTH + TARGET_LENGTH)
     speed = {name: tokens / value for name, value in seconds.items()}
     memory = {name: peak_training_memory(step) for name, step in steps.items()}
@@ -193,7 +194,7 @@ def measure_generation(args) -> dict[str, dict[str, float]]:
     results = {}
     for workload, (batch_size, num_beams) in GENERATION_WORKLOADS.items():
         runs = {name: generation_run(model, batch_size, num_beams, args.device) for name, model in models.items()}
-        seconds = median_seconds(runs, args.repeats)
+        seconds = median_seconds(runs, args.repeats, args.warmup)
         results[workload] = {name: batch_size * NEW_TOKENS / value for name, value in seconds.items()}
     return results
 

@@ -39,6 +39,7 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.pytorch_utils import Conv1D
 from transformers.utils import logging
 
 from .configuration_tiny_transformer import TinyTransformerConfig
@@ -62,6 +63,8 @@ def check_input_ids(name: str, input_ids: torch.Tensor, vocab_size: int, max_pos
             f"{name} is empty (shape {tuple(input_ids.shape)}); every sequence needs at least one token "
             "(the tokenizer appends </s> to every text)."
         )
+    if torch.compiler.is_compiling():  # the checks below read values (a cache's length, the ids): eager only
+        return
     if past_length + length > max_positions:
         raise ValueError(
             f"{name} reaches position {past_length + length} but max_position_embeddings is {max_positions}; "
@@ -69,7 +72,7 @@ def check_input_ids(name: str, input_ids: torch.Tensor, vocab_size: int, max_pos
         )
     # The range check reads the ids on the host, a synchronization: done when a sequence starts (past_length 0),
     # not again for each token that generate() feeds back.
-    if past_length == 0 and not torch.compiler.is_compiling():
+    if past_length == 0:
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= vocab_size:
             raise ValueError(
@@ -80,13 +83,24 @@ def check_input_ids(name: str, input_ids: torch.Tensor, vocab_size: int, max_pos
 
 def check_attention_mask(name: str, attention_mask: torch.Tensor | None, expected_shape: tuple[int, int]):
     """Raise a ValueError when a 2D padding mask does not have the (batch_size, length) it must have."""
-    if attention_mask is None or attention_mask.dim() != 2:
+    if attention_mask is None or attention_mask.dim() != 2 or torch.compiler.is_compiling():
         return
     if tuple(attention_mask.shape) != tuple(expected_shape):
         raise ValueError(
             f"{name} has shape {tuple(attention_mask.shape)} but the sequences it masks have shape "
             f"{tuple(expected_shape)}; pass the attention_mask the tokenizer returned with these input ids."
         )
+
+
+def projection(in_features: int, out_features: int) -> Conv1D:
+    """The learned projection x W + b, with W of shape (in_features, out_features) as the paper writes it.
+
+    transformers' `Conv1D` (GPT-2's linear layer; the name is historical) stores W this way round, nn.Linear
+    stores its transpose. Decoding one token multiplies a vector by every W: reading W in the order it lies
+    in memory is the faster way on CPU (benchmarks/README.md). `Conv1D` is also what PEFT and the quantization
+    integrations know, as they know nn.Linear.
+    """
+    return Conv1D(out_features, in_features)
 
 
 def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -197,10 +211,10 @@ class MultiHeadAttention(nn.Module):
         self.is_causal = is_causal
         self.layer_idx = layer_idx
         self.config = config
-        self.q_proj = nn.Linear(d_model, d_model)  # W^Q for all heads at once
-        # W^K and W^V stacked into one (2 D, D) matrix: one matrix multiply projects both.
-        self.kv_proj = nn.Linear(d_model, 2 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)  # W^O
+        self.q_proj = projection(d_model, d_model)  # W^Q of all heads side by side, (D, D)
+        # W^K and W^V side by side in one (D, 2 D) matrix: one matrix multiply projects both.
+        self.kv_proj = projection(d_model, 2 * d_model)
+        self.out_proj = projection(d_model, d_model)  # W^O, (D, D)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, H, T, Dh)."""
@@ -286,10 +300,10 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, ffn_dim: int, activation: str, activation_dropout: float):
         super().__init__()
-        self.fc1 = nn.Linear(d_model, ffn_dim)
+        self.fc1 = projection(d_model, ffn_dim)  # W_1, (D, F)
         self.activation_fn = ACT2FN[activation]
         self.activation_dropout = activation_dropout
-        self.fc2 = nn.Linear(ffn_dim, d_model)
+        self.fc2 = projection(ffn_dim, d_model)  # W_2, (F, D)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, T, D)."""
@@ -450,6 +464,9 @@ class TinyTransformerPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module: nn.Module):
         super()._init_weights(module)
+        if isinstance(module, Conv1D):  # the library initializes nn.Linear, not its transposed twin
+            init.normal_(module.weight, mean=0.0, std=self.config.init_std)
+            init.zeros_(module.bias)
         if isinstance(module, SinusoidalPositionalEncoding):
             init.copy_(module.pe, sinusoidal_table(module.num_positions, module.d_model))
 

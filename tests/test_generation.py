@@ -14,11 +14,14 @@ def generate(model, **kwargs):
     return model.generate(input_ids=SOURCE, attention_mask=MASK, **kwargs)
 
 
-def test_greedy_with_and_without_cache_gives_identical_tokens(model):
-    cached = generate(model, use_cache=True)
-    assert cached.shape == (3, 13) and cached[:, 0].eq(1).all()
-    assert len(set(cached[0].tolist())) > 2  # not a degenerate repetition
-    assert torch.equal(cached, generate(model, use_cache=False))
+def test_greedy_with_and_without_cache_gives_identical_tokens_and_scores(model):
+    scored = {"output_scores": True, "return_dict_in_generate": True}
+    cached, uncached = generate(model, use_cache=True, **scored), generate(model, use_cache=False, **scored)
+    assert cached.sequences.shape == (3, 13) and cached.sequences[:, 0].eq(1).all()
+    assert torch.equal(cached.sequences, uncached.sequences)
+    for step_cached, step_uncached in zip(cached.scores, uncached.scores, strict=True):
+        torch.testing.assert_close(step_cached, step_uncached, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(cached.scores[1], cached.scores[-1])  # each step saw a different prefix
 
 
 def test_beam_search_with_and_without_cache_gives_identical_tokens(model):

@@ -25,11 +25,11 @@ def reference_attention(module, query_source, key_source, mask):
     """softmax(Q K^T / sqrt(d_k)) V per head, heads concatenated, times W^O: float64, from the formula."""
     heads, d_k = module.num_heads, module.head_dim
 
-    def project(weight, bias, x):
-        return x.double() @ weight.double().T + bias.double()
+    def project(weight, bias, x):  # x W + b, W of shape (in, out)
+        return x.double() @ weight.double() + bias.double()
 
     d_model = heads * d_k
-    w_k, w_v = module.kv_proj.weight[:d_model], module.kv_proj.weight[d_model:]  # W^K and W^V, stacked
+    w_k, w_v = module.kv_proj.weight[:, :d_model], module.kv_proj.weight[:, d_model:]  # W^K and W^V, side by side
     b_k, b_v = module.kv_proj.bias[:d_model], module.kv_proj.bias[d_model:]
     q = project(module.q_proj.weight, module.q_proj.bias, query_source)
     k, v = project(w_k, b_k, key_source), project(w_v, b_v, key_source)
@@ -83,8 +83,8 @@ def test_encoder_layer_matches_a_float64_reference_of_the_paper():
     everywhere = torch.ones(1, 4, 4, dtype=torch.bool)
     h = layer_norm(x.double() + reference_attention(layer.self_attn, x, x, everywhere), layer.self_attn_residual.layer_norm)
     ff = layer.feed_forward
-    inner = torch.relu(h @ ff.fc1.weight.double().T + ff.fc1.bias.double())
-    h = layer_norm(h + inner @ ff.fc2.weight.double().T + ff.fc2.bias.double(), layer.feed_forward_residual.layer_norm)
+    inner = torch.relu(h @ ff.fc1.weight.double() + ff.fc1.bias.double())
+    h = layer_norm(h + inner @ ff.fc2.weight.double() + ff.fc2.bias.double(), layer.feed_forward_residual.layer_norm)
     torch.testing.assert_close(output.double(), h, atol=1e-5, rtol=1e-5)
 
 

@@ -1,0 +1,48 @@
+"""The speed benchmark runs end to end (one tiny iteration; speed itself is never asserted in a test)."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "speed_vs_marian.py"
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("speed_vs_marian", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_speed_benchmark_runs_and_prints_every_ratio(tmp_path):
+    output = tmp_path / "result.json"
+    command = [sys.executable, str(SCRIPT), "--repeats", "1", "--warmup", "0", "--skip_paper_base"]
+    result = subprocess.run(
+        [*command, "--vocab_size", "512", "--output", str(output)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    ratios = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(ratios) == {"training", "memory", "greedy_b1", "greedy_b32", "beam4_b8"}
+    assert all(value > 0 for value in ratios.values())
+    table = json.loads(output.read_text())["table"]
+    parameters = sum(p.numel() for p in load_benchmark().build_models("tiny", 512, "cpu")["ours"].parameters())
+    for model in ("ours", "marian"):  # float32 parameters, gradients and Adam's two moments are alive at once
+        assert table["memory"][model] >= 4 * 4 * parameters
+
+
+def test_peak_tensor_memory_counts_what_is_alive_at_once():
+    benchmark = load_benchmark()
+    start = torch.zeros(1000)  # 4,000 bytes alive from the start
+    with benchmark.PeakTensorMemory([start]) as memory:
+        first = torch.ones(2000)  # 8,000 bytes
+        del first
+        second = torch.ones(3000)  # 12,000 bytes, after the first was freed
+    assert memory.peak == 4000 + 12000
+    assert memory.current == 4000 + 12000
+    del second
+    assert memory.current == 4000
