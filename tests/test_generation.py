@@ -34,6 +34,22 @@ def test_static_cache_gives_the_same_tokens(model):
     assert torch.equal(generate(model, cache_implementation="static"), generate(model, use_cache=False))
 
 
+def test_static_cache_decoding_compiles_as_one_graph(model):
+    """generate's compiled path (static cache + torch.compile, fullgraph): no graph break in the model, same
+    tokens. Dynamo's "eager" backend traces the graph without the minutes of C++ code generation."""
+    from transformers import CompileConfig
+
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    compile_config = CompileConfig(fullgraph=True, dynamic=False, backend="eager")
+    compile_config._compile_all_devices = True  # generate compiles on its own only on accelerators
+    compiled = generate(model, cache_implementation="static", compile_config=compile_config)
+    assert counters["stats"]["unique_graphs"] >= 1  # the decoding steps really ran compiled
+    assert torch.equal(compiled, generate(model, use_cache=False))
+
+
 def test_sampling_is_seeded_and_stays_in_the_vocabulary(model):
     torch.manual_seed(0)
     first = generate(model, do_sample=True, top_k=10, temperature=1.5)
