@@ -96,9 +96,9 @@ def projection(in_features: int, out_features: int) -> Conv1D:
     """The learned projection x W + b, with W of shape (in_features, out_features) as the paper writes it.
 
     transformers' `Conv1D` (GPT-2's linear layer; the name is historical) stores W this way round, nn.Linear
-    stores its transpose. Decoding one token multiplies a vector by every W: reading W in the order it lies
-    in memory is the faster way on CPU (benchmarks/README.md). `Conv1D` is also what PEFT and the quantization
-    integrations know, as they know nn.Linear.
+    stores its transpose. x W reads W in the order it lies in memory, which a CPU microbenchmark found faster
+    for one token at a time (in the whole model, within the noise: benchmarks/README.md). PEFT and the
+    quantization integrations know `Conv1D` as they know nn.Linear.
     """
     return Conv1D(out_features, in_features)
 
