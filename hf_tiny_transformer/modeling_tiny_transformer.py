@@ -563,22 +563,6 @@ class TinyTransformerDecoder(TransformerStack):
         super().__init__(config)
         self.layers = nn.ModuleList([DecoderLayer(config, i) for i in range(config.decoder_layers)])
 
-    def causal_mask(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, cache: EncoderDecoderCache | None
-    ) -> torch.Tensor | None:
-        """The mask of the masked self-attention: each position sees itself and earlier positions, not padding.
-
-        None when one new token is decoded with a growing cache and no padding mask: that token may see every
-        key in the cache, so there is nothing to mask (and no mask to build at every step of generation).
-        """
-        one_new_token = hidden_states.shape[1] == 1 and attention_mask is None
-        if one_new_token and cache is not None and not cache.is_compileable:
-            return None
-        self_attn_cache = cache.self_attention_cache if cache is not None else None
-        return create_causal_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, cache=self_attn_cache
-        )
-
     def forward(
         self,
         input_ids: torch.LongTensor,
@@ -611,7 +595,10 @@ class TinyTransformerDecoder(TransformerStack):
         check_attention_mask("attention_mask", encoder_attention_mask, (batch_size, source_length))
         hidden_states = self.embed("decoder_input_ids", input_ids, past_length)  # (B, Tt, D)
 
-        causal_mask = self.causal_mask(hidden_states, attention_mask, cache)
+        self_attn_cache = cache.self_attention_cache if cache is not None else None
+        causal_mask = create_causal_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, cache=self_attn_cache
+        )
         cross_mask = create_bidirectional_mask(
             config=self.config,
             inputs_embeds=hidden_states,
