@@ -38,7 +38,7 @@ def run(command: list[str]) -> str:
 
 
 def train_and_score(args, architecture: str, output_dir: Path, tokenizer: Path | None) -> dict:
-    """Train with train.py, which ends by translating the test set (the preset's beam 4) and scoring it."""
+    """Train with train.py, which ends by translating the test set (the preset's beams) and scoring it."""
     command = [
         sys.executable, "training/train.py", f"training/presets/{args.direction}.json",
         "--corpus_dir", args.corpus_dir, "--output_dir", str(output_dir), "--overwrite_output_dir", "true",
@@ -62,7 +62,8 @@ def main(argv=None) -> None:
     ours = train_and_score(args, "tiny_transformer", folder / "ours", None)
     marian = train_and_score(args, "marian", folder / "marian", folder / "ours" / "tokenizer")
     result = {"direction": args.direction, "max_steps": args.max_steps, "ours": ours, "marian": marian}
-    print(f"\n{args.direction}, {args.max_steps} steps each, test set, beam 4")
+    beams = json.loads((ROOT / "training" / "presets" / f"{args.direction}.json").read_text())["generation_num_beams"]
+    print(f"\n{args.direction}, {args.max_steps} steps each, test set, beam {beams}")
     print(f"| model | BLEU | chrF | training minutes |\n|---|---:|---:|---:|")
     for name, scores in (("hf-tiny-transformer", ours), ("MarianMTModel", marian)):
         print(f"| {name} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {scores['train_minutes']} |")

@@ -121,10 +121,12 @@ class PeakTensorMemory(TorchDispatchMode):
         return output
 
 
-def generation_run(model: torch.nn.Module, batch_size: int, num_beams: int, device: str) -> Callable[[], None]:
-    """A function that generates exactly NEW_TOKENS tokens for `batch_size` random sources."""
+def generation_run(
+    model: torch.nn.Module, input_ids: torch.Tensor, num_beams: int, device: str
+) -> Callable[[], None]:
+    """A function that generates exactly NEW_TOKENS tokens for each source in `input_ids` (B, Ts)."""
     config = model.config
-    input_ids = random_ids(config.vocab_size, batch_size, SOURCE_LENGTH, device)
+    attention_mask = torch.ones_like(input_ids)
     generation_config = GenerationConfig(
         max_new_tokens=NEW_TOKENS,
         min_new_tokens=NEW_TOKENS,
@@ -139,7 +141,7 @@ def generation_run(model: torch.nn.Module, batch_size: int, num_beams: int, devi
 
     def run():
         with torch.inference_mode():
-            model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=generation_config)
+            model.generate(input_ids, attention_mask=attention_mask, generation_config=generation_config)
         synchronize(device)
 
     return run
@@ -193,7 +195,8 @@ def measure_generation(args) -> dict[str, dict[str, float]]:
     models = build_models("tiny", args.vocab_size, args.device)
     results = {}
     for workload, (batch_size, num_beams) in GENERATION_WORKLOADS.items():
-        runs = {name: generation_run(model, batch_size, num_beams, args.device) for name, model in models.items()}
+        input_ids = random_ids(args.vocab_size, batch_size, SOURCE_LENGTH, args.device)  # the same for both
+        runs = {name: generation_run(model, input_ids, num_beams, args.device) for name, model in models.items()}
         seconds = median_seconds(runs, args.repeats, args.warmup)
         results[workload] = {name: batch_size * NEW_TOKENS / value for name, value in seconds.items()}
     return results
@@ -207,14 +210,12 @@ def main(argv=None) -> None:
     if not args.skip_paper_base:
         table["paper_base_training"], _ = measure_training("paper-base", None, args)
 
-    units = {"memory": "MiB"}
     print(f"device {args.device}, {torch.get_num_threads()} threads, median of {args.repeats}")
     print("| measurement | ours | Marian | ours / Marian |\n|---|---:|---:|---:|")
     ratios = {}
     for name, values in table.items():
         ratios[name] = round(values["ours"] / values["marian"], 2)
-        scale = 2**20 if name == "memory" else 1
-        unit = units.get(name, "tokens/s")
+        scale, unit = (2**20, "MiB") if name == "memory" else (1, "tokens/s")
         print(
             f"| {name} | {values['ours'] / scale:,.0f} {unit} | {values['marian'] / scale:,.0f} {unit} "
             f"| {ratios[name]:.2f} |"
