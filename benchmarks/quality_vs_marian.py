@@ -64,7 +64,7 @@ def main(argv=None) -> None:
     result = {"direction": args.direction, "max_steps": args.max_steps, "ours": ours, "marian": marian}
     beams = json.loads((ROOT / "training" / "presets" / f"{args.direction}.json").read_text())["generation_num_beams"]
     print(f"\n{args.direction}, {args.max_steps} steps each, test set, beam {beams}")
-    print(f"| model | BLEU | chrF | training minutes |\n|---|---:|---:|---:|")
+    print("| model | BLEU | chrF | training minutes |\n|---|---:|---:|---:|")
     for name, scores in (("hf-tiny-transformer", ours), ("MarianMTModel", marian)):
         print(f"| {name} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {scores['train_minutes']} |")
     print(json.dumps(result))

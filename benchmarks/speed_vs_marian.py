@@ -18,7 +18,6 @@ Prints a table and, last, one JSON line of our/Marian ratios (memory: lower is b
 import argparse
 import json
 import statistics
-import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -30,11 +29,10 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 from transformers import GenerationConfig
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_preset
+from hf_tiny_transformer.marian import marian_of_the_same_shape
 
-from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_preset  # noqa: E402
-from training.train import marian_of_the_same_shape  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BATCH_SIZE, SOURCE_LENGTH, TARGET_LENGTH, NEW_TOKENS = 64, 16, 16, 24
 GENERATION_WORKLOADS = {"greedy_b1": (1, 1), "greedy_b32": (32, 1), "beam4_b8": (8, 4)}  # (batch, beams)

@@ -16,6 +16,11 @@ TRANSLATION_PIPELINE = {
 }
 
 
+def class_names(classes) -> list[str]:
+    """A pipeline task's model classes as names: "X", ["X"], ("X",) or (the class X,) -> ["X"]."""
+    return [classes] if isinstance(classes, str) else [getattr(c, "__name__", c) for c in classes]
+
+
 @strict
 class TinyTransformerConfig(PretrainedConfig):
     r"""
@@ -96,8 +101,36 @@ class TinyTransformerConfig(PretrainedConfig):
             )
         return config_dict, kwargs
 
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """As the library's, and the values given as keyword arguments (`from_pretrained(folder, d_model=...)`),
+        which the library sets after creating the config, are checked like the others."""
+        result = super().from_dict(config_dict, **kwargs)
+        config = result[0] if isinstance(result, tuple) else result
+        config.check_values()
+        return result
+
+    def update(self, config_dict: dict):
+        """As the library's, then the values are checked."""
+        super().update(config_dict)
+        self.check_values()
+
+    def to_dict(self) -> dict:
+        """As the library's, with the pipeline tasks always in their JSON form: `pipeline()` replaces the model
+        class names of `custom_pipelines` by the classes themselves, in place, which JSON cannot hold."""
+        output = super().to_dict()
+        output["custom_pipelines"] = {
+            task: {**info, "pt": class_names(info.get("pt", ()))}
+            for task, info in (output.get("custom_pipelines") or {}).items()
+        }
+        return output
+
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        self.check_values()
+
+    def check_values(self):
+        """Raise a ValueError naming the field and the fix when a value cannot make a model."""
         self._check_sizes()
         self._check_dropouts()
         self._check_activation()

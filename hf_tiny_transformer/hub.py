@@ -6,7 +6,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from . import modeling_tiny_transformer
-from .modeling_tiny_transformer import TinyTransformerForConditionalGeneration
+from .modeling_tiny_transformer import TinyTransformerForConditionalGeneration, staged_folder
 
 DIFFERENCES_HEADING = "Differences from the paper"
 
@@ -72,9 +72,10 @@ def model_card(
 def save_for_hub(model: TinyTransformerForConditionalGeneration, tokenizer, folder: str | Path, card: ModelCard) -> Path:
     """Save model, code files, tokenizer and model card into `folder`, ready to upload as it is."""
     folder = Path(folder)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    card.save(folder / "README.md")
+    with staged_folder(folder) as staging:  # nothing in `folder` changes until every file is written
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        card.save(staging / "README.md")
     return folder
 
 

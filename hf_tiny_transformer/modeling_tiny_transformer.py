@@ -19,8 +19,13 @@ Differences from the paper (also listed in model_card.md):
 7. The feed-forward activation can be changed (`activation_function`, "relu" by default as in the paper).
 """
 
+import contextlib
+import difflib
+import inspect
 import math
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -40,7 +45,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.pytorch_utils import Conv1D
-from transformers.utils import logging
+from transformers.utils import TransformersKwargs, logging
 
 from .configuration_tiny_transformer import TinyTransformerConfig
 
@@ -53,8 +58,9 @@ logger = logging.get_logger(__name__)
 
 
 def check_input_ids(name: str, input_ids: torch.Tensor, vocab_size: int, max_positions: int, past_length: int = 0):
-    """Raise a ValueError for an empty sequence, a sequence too long for the positional table, or a bad token id
-    (ids are checked when the sequence starts, i.e. without a cache or with an empty one)."""
+    """Raise a TypeError for ids that are not integers, a ValueError for an empty sequence, a sequence too long for
+    the positional table, or a bad token id (ids are checked when the sequence starts: no cache or an empty one)."""
+    check_integer_ids(name, input_ids)
     if input_ids.dim() != 2:
         raise ValueError(f"{name} must have shape (batch_size, sequence_length), got {tuple(input_ids.shape)}.")
     length = input_ids.shape[1]
@@ -81,15 +87,65 @@ def check_input_ids(name: str, input_ids: torch.Tensor, vocab_size: int, max_pos
             )
 
 
+def check_integer_ids(name: str, ids: torch.Tensor):
+    """Raise a TypeError when token ids (or labels) are not an integer tensor: float ids would be truncated."""
+    if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        kind = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise TypeError(
+            f"{name} must be a tensor of integer token ids (torch.long), got {kind}; use the tokenizer's "
+            "input_ids as they are, or convert with .long()."
+        )
+
+
 def check_attention_mask(name: str, attention_mask: torch.Tensor | None, expected_shape: tuple[int, int]):
-    """Raise a ValueError when a 2D padding mask does not have the (batch_size, length) it must have."""
-    if attention_mask is None or attention_mask.dim() != 2 or torch.compiler.is_compiling():
+    """Raise a ValueError when a padding mask is not (batch_size, length), or not 4D (a prebuilt mask, which
+    generate passes with a static cache)."""
+    if attention_mask is None or attention_mask.dim() == 4 or torch.compiler.is_compiling():
         return
+    if attention_mask.dim() != 2:
+        raise ValueError(
+            f"{name} must have shape (batch_size, sequence_length), 1 for tokens and 0 for padding, got "
+            f"shape {tuple(attention_mask.shape)}; pass the attention_mask the tokenizer returned."
+        )
     if tuple(attention_mask.shape) != tuple(expected_shape):
         raise ValueError(
             f"{name} has shape {tuple(attention_mask.shape)} but the sequences it masks have shape "
             f"{tuple(expected_shape)}; pass the attention_mask the tokenizer returned with these input ids."
         )
+
+
+def check_batch_sizes(**tensors: torch.Tensor | None):
+    """Raise a ValueError when the given tensors do not all have the same first (batch) dimension. (A tensor of
+    one dimension is left to the check of its shape, which says what shape it must have.)"""
+    sizes = {name: tensor.shape[0] for name, tensor in tensors.items() if tensor is not None and tensor.dim() > 1}
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{name} {size}" for name, size in sizes.items())
+        raise ValueError(f"The batch sizes disagree ({listed}); every tensor needs one row per example.")
+
+
+# What the forwards take as **kwargs: the library's own keyword arguments (Trainer's num_items_in_batch, ...),
+# but not position_ids: positions here follow the tokens and the cache.
+ACCEPTED_KWARGS = frozenset(TransformersKwargs.__annotations__) - {"position_ids"}
+KWARG_HINTS = {
+    "past_key_values": "transformers 5 calls it cache",
+    "cache_position": "transformers 5 removed it; leave it out",
+    "position_ids": "positions follow the tokens and the cache; leave it out",
+}
+
+
+def check_keyword_arguments(forward, kwargs: dict):
+    """Raise a TypeError naming every keyword argument that `forward` does not take (a misspelling, or a
+    transformers 4 name such as past_key_values), instead of silently ignoring it."""
+    unknown = sorted(kwargs.keys() - ACCEPTED_KWARGS)
+    if not unknown:
+        return
+    known = [*inspect.signature(forward).parameters, *ACCEPTED_KWARGS]
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=2)
+        hint = KWARG_HINTS.get(name) or (f"did you mean {' or '.join(close)}?" if close else "")
+        hints.append(f"{name} ({hint})" if hint else name)
+    raise TypeError(f"{forward.__qualname__} got unexpected keyword arguments: {'; '.join(hints)}.")
 
 
 def projection(in_features: int, out_features: int) -> Conv1D:
@@ -436,6 +492,27 @@ class DecoderLayer(GradientCheckpointingLayer):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def staged_folder(folder: str | os.PathLike):
+    """A temporary folder inside `folder` to write into; when the block ends without an error, each file written
+    there replaces its namesake in `folder` in one atomic rename (other files in `folder` stay), and weight shards
+    of an earlier save that this one did not write are removed. On an error nothing in `folder` changes."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=folder))
+    try:
+        yield staging
+        written = {path.relative_to(staging) for path in staging.rglob("*") if path.is_file()}
+        for stale in folder.glob("model*.safetensors*"):
+            if stale.relative_to(folder) not in written:
+                stale.unlink()
+        for relative in sorted(written):
+            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / relative, folder / relative)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 class TinyTransformerPreTrainedModel(PreTrainedModel):
     config_class = TinyTransformerConfig
     config: TinyTransformerConfig
@@ -448,19 +525,26 @@ class TinyTransformerPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
     _can_compile_fullgraph = True
 
-    def save_pretrained(self, save_directory, *args, **kwargs):
+    def save_pretrained(self, save_directory, *args, push_to_hub: bool = False, **kwargs):
         """Save as usual, and make the folder work without this package (trust_remote_code=True): config.json's
-        `auto_map` names the base model for AutoModel too, and the translation pipeline's code is copied along."""
+        `auto_map` names the base model for AutoModel too, and the translation pipeline's code is copied along.
+
+        Everything is written into a temporary folder first and then moved into `save_directory` one file at a
+        time, so that a failed or killed save never leaves a half-written file where a good one was.
+        """
+        hub_options = {name: kwargs.pop(name) for name in ("repo_id", "commit_message", "create_pr", "private") if name in kwargs}
         if self._auto_class is not None:
             base_model = f"{TinyTransformerModel.__module__.split('.')[-1]}.{TinyTransformerModel.__name__}"
             self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": base_model}
-        result = super().save_pretrained(save_directory, *args, **kwargs)
-        pipeline_file = Path(__file__).with_name("pipeline_tiny_transformer.py")
-        if pipeline_file.is_file():
-            shutil.copy(pipeline_file, Path(save_directory) / pipeline_file.name)
-        else:
-            logger.warning("%s is missing: the saved folder will not work with pipeline().", pipeline_file)
-        return result
+        with staged_folder(save_directory) as staging:
+            super().save_pretrained(staging, *args, **kwargs)
+            pipeline_file = Path(__file__).with_name("pipeline_tiny_transformer.py")
+            if pipeline_file.is_file():
+                shutil.copy(pipeline_file, staging / pipeline_file.name)
+            else:
+                logger.warning("%s is missing: the saved folder will not work with pipeline().", pipeline_file)
+        if push_to_hub:  # the library's push_to_hub saves into a folder of its own and uploads that
+            self.push_to_hub(hub_options.pop("repo_id", Path(save_directory).name), token=kwargs.get("token"), **hub_options)
 
     def _init_weights(self, module: nn.Module):
         super()._init_weights(module)
@@ -490,7 +574,9 @@ class TransformerStack(nn.Module):
         """(B, T) token ids at positions past_length..past_length+T-1 -> (B, T, D) layer input."""
         check_input_ids(name, input_ids, self.vocab_size, self.max_positions, past_length)
         position_ids = torch.arange(input_ids.shape[1], device=input_ids.device) + past_length  # (T,)
-        hidden_states = self.embed_tokens(input_ids) * self.embed_scale + self.embed_positions(position_ids)
+        token_embeddings = self.embed_tokens(input_ids) * self.embed_scale  # (B, T, D)
+        # The table is made in float32; a model loaded in bfloat16 or float16 adds it in its own dtype.
+        hidden_states = token_embeddings + self.embed_positions(position_ids).to(token_embeddings.dtype)
         return apply_dropout(hidden_states, self.dropout, self.training)
 
     def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -533,7 +619,9 @@ class TinyTransformerEncoder(TransformerStack):
             `BaseModelOutput` with last_hidden_state (B, Ts, D) (the decoder's "memory"), and when asked for
             hidden_states (embeddings + one per layer) and attentions (one (B, H, Ts, Ts) per layer).
         """
+        # No check of **kwargs here: generate() hands the encoder every model keyword argument it was given.
         check_output_attentions(self.config, output_attentions)
+        check_batch_sizes(input_ids=input_ids, attention_mask=attention_mask)
         check_attention_mask("attention_mask", attention_mask, input_ids.shape)
         hidden_states = self.embed("input_ids", input_ids)  # (B, Ts, D)
         mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
@@ -696,6 +784,7 @@ class TinyTransformerModel(TinyTransformerPreTrainedModel):
             `Seq2SeqModelOutput`: last_hidden_state (B, Tt, D), cache, decoder/encoder hidden states and
             attentions, cross_attentions, encoder_last_hidden_state.
         """
+        check_keyword_arguments(self.forward, kwargs)
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -716,6 +805,13 @@ class TinyTransformerModel(TinyTransformerPreTrainedModel):
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
+        check_batch_sizes(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            encoder_outputs=encoder_outputs.last_hidden_state,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+        )
 
         decoder_outputs = self.decoder(
             decoder_input_ids,
@@ -786,8 +882,11 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
         Returns:
             `Seq2SeqLMOutput` with loss (when labels are given), logits (B, Tt, V) and the model's outputs.
         """
+        check_keyword_arguments(self.forward, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None:
+            check_integer_ids("labels", labels)
+            check_batch_sizes(labels=labels, input_ids=input_ids, decoder_input_ids=decoder_input_ids)
             use_cache = False
             if decoder_input_ids is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)

@@ -26,6 +26,8 @@ from transformers import PreTrainedTokenizerFast
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]  # ids 0, 1, 2, 3: the model config's pad/bos/eos ids and unk
 BYTE_TOKENS = [f"<0x{byte:02X}>" for byte in range(256)]
 SPACE = "▁"
+# The smallest vocabulary: the special tokens and the byte pieces come first, then at least one learned piece.
+SMALLEST_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + 1
 
 
 def normalizer(lowercase: bool) -> normalizers.Normalizer:
@@ -72,10 +74,9 @@ def train_tokenizer(
         A `PreTrainedTokenizerFast` with `<pad>`=0, `<s>`=1, `</s>`=2, `<unk>`=3, which appends `</s>` to every
         sequence. `tokenizer(source, text_target=target)` also returns `labels`.
     """
-    smallest = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + 1
-    if vocab_size < smallest:
+    if vocab_size < SMALLEST_VOCAB_SIZE:
         raise ValueError(
-            f"vocab_size ({vocab_size}) must be at least {smallest}: the {len(SPECIAL_TOKENS)} special tokens and "
+            f"vocab_size ({vocab_size}) must be at least {SMALLEST_VOCAB_SIZE}: the {len(SPECIAL_TOKENS)} special tokens and "
             f"the {len(BYTE_TOKENS)} byte pieces come first, then at least one learned piece."
         )
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))

@@ -1,8 +1,16 @@
 """Shared fixtures: tiny configs and models (vocab ~50, d_model 32, 2 layers) with fixed seeds."""
 
+import hashlib
 import os
+import runpy
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -111,3 +119,71 @@ def run_without_package(script: str, *args: str, cwd) -> str:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout.strip().splitlines()[-1]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class ScriptResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_script(name: str, *args: str, cwd=None, timeout: float = 120) -> ScriptResult:
+    """Run training/{name} as `python training/{name} args...` would, in a child process forked from this one.
+
+    The child has torch and transformers imported already (a fresh interpreter spends about 8 s importing them on
+    this project's machine); it runs the script as __main__ and exits with its exit status, its output captured.
+    Meant for runs that end before any real work (bad arguments); the child computes on one thread, since OpenMP
+    thread pools do not survive fork, and is killed when it runs longer than `timeout` seconds.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            code = 1
+            try:
+                torch.set_num_threads(1)
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
+                os.chdir(cwd or ROOT)
+                sys.argv = [str(ROOT / "training" / name), *args]
+                runpy.run_path(sys.argv[0], run_name="__main__")
+                code = 0
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        deadline = time.monotonic() + timeout
+        while (finished := os.waitpid(pid, os.WNOHANG))[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise AssertionError(f"{name} {' '.join(args)} still ran after {timeout} s")
+            time.sleep(0.01)
+        status = finished[1]
+        out.seek(0)
+        err.seek(0)
+        return ScriptResult(os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode())
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    """Every file under `folder` (hidden ones too) and the hash of its bytes: equal digests, nothing changed."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def assert_one_line_error(result: ScriptResult, *fragments: str, code: int = 2):
+    """The script failed with `code`, printing one line on stderr that holds every fragment, and no traceback."""
+    assert result.returncode == code, (result.returncode, result.stderr[-2000:])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

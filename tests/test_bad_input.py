@@ -58,3 +58,36 @@ def test_forward_without_decoder_input_ids_or_labels(model):
 def test_forward_without_source(model):
     with pytest.raises(ValueError, match="Pass input_ids .* or encoder_outputs"):
         model(decoder_input_ids=DECODER)
+
+
+@pytest.mark.parametrize(
+    "inputs, error, message",
+    [
+        (dict(input_ids=SOURCE.float(), decoder_input_ids=DECODER), TypeError, "input_ids must be a tensor of integer token ids .*got torch.float32"),
+        (dict(input_ids=SOURCE, decoder_input_ids=DECODER.float()), TypeError, "decoder_input_ids must be a tensor of integer"),
+        (dict(input_ids=SOURCE, labels=torch.tensor([[5.0, 2.0]])), TypeError, "labels must be a tensor of integer"),
+        (dict(input_ids=SOURCE, decoder_input_ids=torch.ones(2, 2, dtype=torch.long)), ValueError, r"The batch sizes disagree \(input_ids 1, .*decoder_input_ids 2\)"),
+        (dict(input_ids=SOURCE, labels=torch.tensor([[5, 2], [6, 2]])), ValueError, r"batch sizes disagree \(labels 2, input_ids 1\)"),
+        (dict(input_ids=SOURCE, attention_mask=torch.ones(2, 4), decoder_input_ids=DECODER), ValueError, r"input_ids 1, attention_mask 2"),
+        (dict(input_ids=SOURCE, decoder_input_ids=DECODER, decoder_attention_mask=torch.ones(3, 2)), ValueError, "decoder_attention_mask 3"),
+        (dict(input_ids=SOURCE, attention_mask=torch.ones(4), decoder_input_ids=DECODER), ValueError, r"attention_mask must have shape \(batch_size, sequence_length\).*got shape \(4,\)"),
+        (dict(input_ids=SOURCE, attention_mask=torch.ones(1, 1, 4), decoder_input_ids=DECODER), ValueError, r"got shape \(1, 1, 4\)"),
+        (dict(input_ids=SOURCE, attenton_mask=torch.ones(1, 4), decoder_input_ids=DECODER), TypeError, "unexpected keyword arguments: attenton_mask \\(did you mean attention_mask"),
+        (dict(input_ids=SOURCE, decoder_input_ids=DECODER, past_key_values=None), TypeError, "past_key_values \\(transformers 5 calls it cache\\)"),
+        (dict(input_ids=SOURCE, decoder_input_ids=DECODER, position_ids=torch.arange(2)), TypeError, "position_ids \\(positions follow"),
+    ],
+)  # fmt: skip
+def test_bad_tensors_and_keywords_name_the_problem(model, inputs, error, message):
+    with pytest.raises(error, match=message):
+        model(**inputs)
+
+
+def test_encoder_outputs_of_another_batch_size(model):
+    encoder_outputs = model.get_encoder()(torch.cat([SOURCE, SOURCE]))
+    with pytest.raises(ValueError, match=r"encoder_outputs 2, decoder_input_ids 1"):
+        model(encoder_outputs=encoder_outputs, decoder_input_ids=DECODER)
+
+
+def test_the_base_model_rejects_unknown_keywords_too(model):
+    with pytest.raises(TypeError, match="TinyTransformerModel.forward got unexpected keyword arguments: past_key_values"):
+        model.model(input_ids=SOURCE, decoder_input_ids=DECODER, past_key_values=None)

@@ -1,6 +1,5 @@
 """The folder ready for the Hub, its model card, and training/push_to_hub.py."""
 
-import hashlib
 import json
 import os
 import subprocess
@@ -13,7 +12,7 @@ from huggingface_hub import ModelCard
 from hf_tiny_transformer import model_card, save_for_hub
 from hf_tiny_transformer.hub import differences_from_the_paper
 
-from conftest import MODEL_FOLDER_FILES, run_without_package
+from conftest import MODEL_FOLDER_FILES, folder_digest, run_without_package
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,10 +69,6 @@ def test_hub_folder_generates_the_same_tokens_without_the_package(hub_folder, te
     assert got == text_model.generate(**encoded, max_new_tokens=8, min_new_tokens=8, num_beams=2).tolist()
 
 
-def folder_digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
-
-
 def push(folder, *extra, env_overrides=None, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update({"HF_HOME": str(tmp_path / "hf_home"), **(env_overrides or {})})
@@ -109,7 +104,7 @@ def test_push_without_network_fails_in_one_line(hub_folder, tmp_path):
     unreachable = {"HF_TOKEN": "hf_not_a_real_token", "HF_ENDPOINT": "http://127.0.0.1:9"}
     result = push(hub_folder, env_overrides=unreachable, tmp_path=tmp_path)
     assert result.returncode != 0
-    assert result.stderr.startswith("push_to_hub: ") and result.stderr.strip().count("\n") == 0, result.stderr
+    assert result.stderr.startswith("push_to_hub.py: ") and result.stderr.strip().count("\n") == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert folder_digest(hub_folder) == before
 
@@ -117,4 +112,4 @@ def test_push_without_network_fails_in_one_line(hub_folder, tmp_path):
 def test_push_refuses_an_incomplete_folder(hub_folder, tmp_path):
     (hub_folder / "README.md").unlink()
     result = push(hub_folder, "--dry-run", tmp_path=tmp_path)
-    assert result.returncode != 0 and "lacks README.md" in result.stderr
+    assert result.returncode == 2 and "lacks README.md" in result.stderr

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from hf_tiny_transformer import TinyTransformerForConditionalGeneration, TinyTransformerModel
+from hf_tiny_transformer import TinyTransformerModel
 from hf_tiny_transformer.modeling_tiny_transformer import MultiHeadAttention, sinusoidal_table
 
 from conftest import tiny_config, tiny_model

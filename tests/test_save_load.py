@@ -13,7 +13,7 @@ import hf_tiny_transformer
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, TinyTransformerModel
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
 
-from conftest import MODEL_FOLDER_FILES, run_without_package, tiny_model
+from conftest import MODEL_FOLDER_FILES, run_without_package
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 MASK = (SOURCE != 0).long()

@@ -7,70 +7,89 @@
 
 Prints BLEU (sacrebleu, with the target language's standard tokenization: ja-mecab for Japanese, 13a
 otherwise), chrF and the exact-match rate; --show N prints N examples; --min_exact_match P exits with 1
-when the exact-match rate is below P percent.
+when the exact-match rate is below P percent. Every argument and file is checked before the model is loaded:
+a problem is one line on stderr and exit code 2. --output_file is written only when complete.
 """
 
-import argparse
 import json
 import sys
-from pathlib import Path
 
-import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_tiny_transformer import read_parallel
+from hf_tiny_transformer.cli import (
+    ArgumentParser,
+    UsageError,
+    at_least,
+    check_generation_length,
+    check_output_file,
+    load_pretrained,
+    read_lines,
+    run,
+    trust_remote_code_argument,
+    write_text_atomically,
+)
+from hf_tiny_transformer.evaluation import bleu_and_chrf, translate_texts
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train import bleu_and_chrf  # noqa: E402  (the same metric as during training)
 
-
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="saved model folder (e.g. runs/en-ja/hub) or Hub id")
     parser.add_argument("--source_file", help="one source sentence per line")
     parser.add_argument("--reference_file", help="one reference translation per line")
     parser.add_argument("--corpus_dir", help="instead of files: a small_parallel_enja-style folder, as natural text")
-    parser.add_argument("--split", default="test", help="with --corpus_dir: train, dev or test")
+    parser.add_argument("--split", default="test", choices=["train", "dev", "test"], help="with --corpus_dir")
     parser.add_argument("--source_lang", default="en")
     parser.add_argument("--target_lang", default="ja")
     parser.add_argument("--output_file", help="where to write the translations, one per line")
     parser.add_argument("--num_beams", type=int, default=4)
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--max_new_tokens", type=int, default=128)
+    parser.add_argument(
+        "--max_new_tokens", type=int, help="longest translation in tokens; default: the model's max_position_embeddings"
+    )
     parser.add_argument("--show", type=int, default=0, help="print this many examples")
     parser.add_argument("--min_exact_match", type=float, help="fail when exact match (percent) is below this")
+    trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
     if not args.corpus_dir and not (args.source_file and args.reference_file):
-        parser.error("pass --source_file and --reference_file, or --corpus_dir")
+        raise UsageError("pass --source_file and --reference_file, or --corpus_dir")
+    for flag, lowest in (("num_beams", 1), ("batch_size", 1), ("max_new_tokens", 1), ("show", 0)):
+        at_least(f"--{flag}", getattr(args, flag), lowest)
+    if args.min_exact_match is not None and not 0 <= args.min_exact_match <= 100:
+        raise UsageError(f"--min_exact_match is a percentage in [0, 100], got {args.min_exact_match}")
     return args
 
 
-def translate(model, tokenizer, sources: list[str], num_beams: int, batch_size: int, max_new_tokens: int) -> list[str]:
-    translations = []
-    for start in range(0, len(sources), batch_size):
-        batch = tokenizer(sources[start : start + batch_size], return_tensors="pt", padding=True, truncation=True)
-        with torch.inference_mode():
-            # an encoder-decoder's output starts with the one start token: max_length = max_new_tokens + 1, said
-            # as max_length so that it replaces the saved generation config's max_length instead of clashing
-            output = model.generate(**batch.to(model.device), num_beams=num_beams, max_length=max_new_tokens + 1)
-        translations += tokenizer.batch_decode(output, skip_special_tokens=True)
-    return translations
+def read_sources_and_references(args) -> tuple[list[str], list[str]]:
+    if args.corpus_dir:
+        try:
+            return read_parallel(args.corpus_dir, args.split, args.source_lang, args.target_lang)
+        except (OSError, ValueError) as error:
+            raise UsageError(str(error)) from None
+    sources = read_lines(args.source_file, "--source_file")
+    references = read_lines(args.reference_file, "--reference_file")
+    if len(sources) != len(references):
+        raise UsageError(
+            f"--source_file has {len(sources)} lines but --reference_file has {len(references)}; "
+            "pass line-aligned files"
+        )
+    return sources, references
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.corpus_dir:
-        sources, references = read_parallel(args.corpus_dir, args.split, args.source_lang, args.target_lang)
-    else:
-        sources = Path(args.source_file).read_text(encoding="utf-8").splitlines()
-        references = Path(args.reference_file).read_text(encoding="utf-8").splitlines()
-    if len(sources) != len(references):
-        sys.exit(f"evaluate_model.py: {len(sources)} sources but {len(references)} references")
-    tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=True)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=True).eval()
-    hypotheses = translate(model, tokenizer, sources, args.num_beams, args.batch_size, args.max_new_tokens)
+    sources, references = read_sources_and_references(args)
     if args.output_file:
-        Path(args.output_file).write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+        check_output_file(args.output_file, "--output_file", (args.source_file, args.reference_file))
+    config = load_pretrained(AutoConfig, args.model, "--model", args.trust_remote_code)
+    max_new_tokens = args.max_new_tokens or config.max_position_embeddings
+    check_generation_length(config, max_new_tokens, "--max_new_tokens")
+    tokenizer = load_pretrained(AutoTokenizer, args.model, "--model", args.trust_remote_code)
+    model = load_pretrained(AutoModelForSeq2SeqLM, args.model, "--model", args.trust_remote_code).eval()
+
+    hypotheses = translate_texts(model, tokenizer, sources, args.num_beams, args.batch_size, max_new_tokens)
+    if args.output_file:
+        write_text_atomically(args.output_file, "\n".join(hypotheses) + "\n")
 
     normalize = tokenizer.backend_tokenizer.normalizer.normalize_str  # compare as the tokenizer sees text
     exact = sum(normalize(h) == normalize(r) for h, r in zip(hypotheses, references)) / len(references) * 100
@@ -86,4 +105,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

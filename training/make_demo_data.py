@@ -3,26 +3,28 @@
     python training/make_demo_data.py --output_dir runs/demo/data [--seed 0]
 
 Writes train.en/train.ja and test.en/test.ja; the test pairs combine subjects and objects never seen
-together in training (see hf_tiny_transformer/demo_corpus.py).
+together in training (see hf_tiny_transformer/demo_corpus.py). Each file is written whole or not at all.
 """
 
-import argparse
-from pathlib import Path
+import sys
 
+from hf_tiny_transformer.cli import ArgumentParser, check_output_folder, run, write_text_atomically
 from hf_tiny_transformer.demo_corpus import make_demo_corpus
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output_dir", required=True, type=Path)
+def main(argv=None) -> int:
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", required=True, help="folder for the files (created if missing)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = check_output_folder(args.output_dir, "--output_dir")
+    output_dir.mkdir(parents=True, exist_ok=True)
     for split, pairs in make_demo_corpus(args.seed).items():
-        (args.output_dir / f"{split}.en").write_text("".join(p.english + "\n" for p in pairs), encoding="utf-8")
-        (args.output_dir / f"{split}.ja").write_text("".join(p.japanese + "\n" for p in pairs), encoding="utf-8")
+        write_text_atomically(output_dir / f"{split}.en", "".join(p.english + "\n" for p in pairs))
+        write_text_atomically(output_dir / f"{split}.ja", "".join(p.japanese + "\n" for p in pairs))
         print(f"{split}: {len(pairs)} pairs")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

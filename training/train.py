@@ -18,29 +18,31 @@ Without --tokenizer_name, a tokenizer is trained on the training data first (or,
 for the Hub, with the test metrics in its model card.
 """
 
+import dataclasses
+import difflib
 import json
 import logging
 import math
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import sacrebleu
 import transformers
 from datasets import Dataset, DatasetDict, load_dataset
+from safetensors import safe_open
 from transformers import (
+    AutoConfig,
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     DataCollatorForSeq2Seq,
     HfArgumentParser,
-    MarianConfig,
-    MarianMTModel,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from hf_tiny_transformer import (
     TinyTransformerConfig,
@@ -51,6 +53,22 @@ from hf_tiny_transformer import (
     save_for_hub,
     train_tokenizer,
 )
+from hf_tiny_transformer.cli import (
+    OneLineErrors,
+    UsageError,
+    at_least,
+    check_output_folder,
+    first_line,
+    load_pretrained,
+    read_json_object,
+    read_lines,
+    run,
+    write_text_atomically,
+)
+from hf_tiny_transformer.evaluation import bleu_and_chrf
+from hf_tiny_transformer.marian import marian_of_the_same_shape
+from hf_tiny_transformer.modeling_tiny_transformer import staged_folder
+from hf_tiny_transformer.tokenization_tiny_transformer import SMALLEST_VOCAB_SIZE
 
 logger = logging.getLogger("train")
 
@@ -63,9 +81,6 @@ LANGUAGE_CODES = set(
     "sk sl sm sn so sq sr ss st su sv sw ta te tg th ti tk tl tn to tr ts tt tw ty ug uk ur uz ve vi vo wa wo xh "
     "yi yo za zh zu".split()
 )
-# sacrebleu's standard tokenization per target language; 13a (the default) for the rest.
-BLEU_TOKENIZE = {"ja": "ja-mecab", "zh": "zh", "ko": "ko-mecab"}
-
 
 @dataclass
 class ModelArguments:
@@ -86,6 +101,13 @@ class ModelArguments:
     tokenizer_name: str | None = field(default=None, metadata={"help": "saved tokenizer; default: train one"})
     vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of a tokenizer trained here"})
     lowercase: bool = field(default=False, metadata={"help": "lowercase all text in a tokenizer trained here"})
+    trust_remote_code: bool = field(
+        default=False,
+        metadata={
+            "help": "run the Python files of a model, config or tokenizer folder that is not this package's own "
+            "(this package's folders load without it)"
+        },
+    )
 
 
 @dataclass
@@ -106,8 +128,12 @@ class DataArguments:
     test_file: str | None = None
     dataset_name: str | None = field(default=None, metadata={"help": "a datasets dataset with a translation column"})
     dataset_config_name: str | None = None
-    max_source_length: int = field(default=128, metadata={"help": "longer sources are truncated"})
-    max_target_length: int = field(default=128, metadata={"help": "longer targets are truncated"})
+    max_source_length: int | None = field(
+        default=None, metadata={"help": "longer sources are truncated; default: the model's max_position_embeddings"}
+    )
+    max_target_length: int | None = field(
+        default=None, metadata={"help": "longer targets are truncated; default: the model's max_position_embeddings"}
+    )
     max_train_samples: int | None = None
     max_eval_samples: int | None = None
 
@@ -124,20 +150,27 @@ class TrainingArguments(Seq2SeqTrainingArguments):
     label_smoothing_factor: float = field(default=0.1, metadata={"help": "paper: 0.1"})
     train_sampling_strategy: str = field(default="group_by_length", metadata={"help": "batch similar lengths"})
     predict_with_generate: bool = field(default=True, metadata={"help": "evaluate BLEU/chrF on generated text"})
-    generation_max_length: int | None = field(default=128, metadata={"help": "longest generated sequence"})
-    overwrite_output_dir: bool = field(default=False, metadata={"help": "train into an output_dir that holds a model"})
+    generation_max_length: int | None = field(
+        default=None, metadata={"help": "longest generated sequence, start token included; default: max_target_length + 1"}
+    )
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "train into an output_dir that holds a model or checkpoints (removes the checkpoints)"}
+    )
 
 
-class UsageError(ValueError):
-    """A problem with the arguments or the data, found before training starts."""
+class Parser(OneLineErrors, HfArgumentParser):
+    """HfArgumentParser whose errors are one line."""
 
 
 def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
     """Flags, optionally after a JSON file holding flags (`train.py preset.json --max_steps 10`)."""
     if argv and argv[0].endswith(".json"):
-        argv = json_to_flags(json.loads(Path(argv[0]).read_text())) + argv[1:]
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
-    return parser.parse_args_into_dataclasses(args=argv)
+        argv = json_to_flags(read_json_object(argv[0], "flags file")) + argv[1:]
+    parser = Parser((ModelArguments, DataArguments, TrainingArguments))
+    try:
+        return parser.parse_args_into_dataclasses(args=argv)
+    except (ValueError, TypeError) as error:  # Trainer's own checks of its arguments, unknown flags
+        raise UsageError(first_line(error)) from None
 
 
 def json_to_flags(values: dict) -> list[str]:
@@ -162,26 +195,94 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, traini
     sources = [model_args.model_name_or_path, model_args.preset, model_args.config_name]
     if sum(source is not None for source in sources) != 1:
         raise UsageError("pass exactly one of --model_name_or_path (fine-tune), --preset or --config_name (from scratch)")
-    output_dir = Path(training_args.output_dir)
+    check_numbers(model_args, data_args, training_args)
+    check_output_dir(training_args)
+
+
+def check_numbers(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments):
+    """Sizes, lengths and counts that cannot work: a batch of 0, a vocabulary too small to hold the bytes, ..."""
+    for flag, value, lowest in (
+        ("--per_device_train_batch_size", training_args.per_device_train_batch_size, 1),
+        ("--per_device_eval_batch_size", training_args.per_device_eval_batch_size, 1),
+        ("--gradient_accumulation_steps", training_args.gradient_accumulation_steps, 1),
+        ("--max_source_length", data_args.max_source_length, 1),
+        ("--max_target_length", data_args.max_target_length, 1),
+        ("--generation_max_length", training_args.generation_max_length, 2),
+        ("--generation_num_beams", training_args.generation_num_beams, 1),
+        ("--max_train_samples", data_args.max_train_samples, 1),
+        ("--max_eval_samples", data_args.max_eval_samples, 1),
+        ("--warmup_steps", training_args.warmup_steps, 0),
+        ("--vocab_size", model_args.vocab_size, SMALLEST_VOCAB_SIZE),
+    ):
+        at_least(flag, value, lowest)
+    if training_args.max_steps == 0 or training_args.max_steps < -1:
+        raise UsageError(f"--max_steps must be positive, or -1 to train --num_train_epochs; got {training_args.max_steps}")
+    if training_args.max_steps == -1 and training_args.num_train_epochs <= 0:
+        raise UsageError(f"--num_train_epochs must be positive, got {training_args.num_train_epochs}; or pass --max_steps")
+    if training_args.learning_rate <= 0:
+        raise UsageError(f"--learning_rate must be positive, got {training_args.learning_rate}")
+
+
+def checkpoints_in(output_dir: Path) -> list[Path]:
+    """The checkpoint folders Trainer wrote in output_dir, oldest first."""
+    if not output_dir.is_dir():
+        return []
+    folders = [path for path in output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*") if path.is_dir()]
+    return sorted((path for path in folders if path.name.split("-")[-1].isdigit()), key=lambda p: int(p.name.split("-")[-1]))
+
+
+def check_output_dir(training_args: TrainingArguments):
+    """An output_dir that holds a model or checkpoints is used only when asked: resume or overwrite."""
+    output_dir = check_output_folder(training_args.output_dir, "--output_dir")
+    if training_args.overwrite_output_dir and training_args.resume_from_checkpoint:
+        raise UsageError("pass --overwrite_output_dir (start anew) or --resume_from_checkpoint (continue), not both")
     holds_model = output_dir.is_dir() and any(
         (output_dir / name).exists() for name in ("hub", "config.json", "model.safetensors")
     )
-    if holds_model and not training_args.overwrite_output_dir and not training_args.resume_from_checkpoint:
+    checkpoints = checkpoints_in(output_dir)
+    if (holds_model or checkpoints) and not training_args.overwrite_output_dir and not training_args.resume_from_checkpoint:
+        what = f"checkpoints ({checkpoints[-1].name} the newest)" if checkpoints else "a model"
         raise UsageError(
-            f"--output_dir {output_dir} already holds a model; pass --overwrite_output_dir to train over it, "
-            "--resume_from_checkpoint to continue it, or choose another --output_dir"
+            f"--output_dir {output_dir} already holds {what}; pass --resume_from_checkpoint true to continue that "
+            "run, --overwrite_output_dir to start anew (its checkpoints are removed), or choose another --output_dir"
         )
 
 
+def is_complete_checkpoint(folder: Path) -> bool:
+    """Trainer writes trainer_state.json last: a checkpoint whose state parses and whose weights open is complete."""
+    try:
+        state = json.loads((folder / "trainer_state.json").read_text())
+        with safe_open(folder / "model.safetensors", framework="pt"):
+            pass
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return isinstance(state, dict) and "global_step" in state
+
+
 def resolve_checkpoint(training_args: TrainingArguments) -> str | None:
-    """--resume_from_checkpoint PATH, or true/last for the newest checkpoint in --output_dir."""
+    """--resume_from_checkpoint PATH, or true/last: the newest complete checkpoint in --output_dir (a checkpoint
+    left half-written by a kill is skipped, with a warning)."""
     value = training_args.resume_from_checkpoint
-    if value is None or value.lower() not in ("true", "last"):
+    if value is None or value.lower() == "false":
+        return None
+    if value.lower() not in ("true", "last"):
+        if not is_complete_checkpoint(Path(value)):
+            raise UsageError(f"--resume_from_checkpoint {value} is not a complete checkpoint (no readable "
+                             "trainer_state.json and model.safetensors); pass true to take the newest complete one")
         return value
-    checkpoint = get_last_checkpoint(training_args.output_dir) if Path(training_args.output_dir).is_dir() else None
-    if checkpoint is None:
-        raise UsageError(f"--resume_from_checkpoint {value}: no checkpoint in {training_args.output_dir}")
-    return checkpoint
+    for folder in reversed(checkpoints_in(Path(training_args.output_dir))):
+        if is_complete_checkpoint(folder):
+            return str(folder)
+        logger.warning("skipping %s: it is incomplete (a save was interrupted)", folder)
+    raise UsageError(f"--resume_from_checkpoint {value}: no complete checkpoint in {training_args.output_dir}")
+
+
+def remove_checkpoints(training_args: TrainingArguments):
+    """--overwrite_output_dir: an earlier run's checkpoints would otherwise be taken for this run's."""
+    if training_args.overwrite_output_dir and training_args.should_save:
+        for folder in checkpoints_in(Path(training_args.output_dir)):
+            logger.warning("--overwrite_output_dir: removing %s of the earlier run", folder)
+            shutil.rmtree(folder)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -189,42 +290,45 @@ def resolve_checkpoint(training_args: TrainingArguments) -> str | None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def read_lines(path: str) -> list[str]:
-    if not Path(path).is_file():
-        raise UsageError(f"data file {path} does not exist")
-    return Path(path).read_text(encoding="utf-8").splitlines()
-
-
-def read_parallel_files(source_file: str, target_file: str) -> tuple[list[str], list[str]]:
-    sources, targets = read_lines(source_file), read_lines(target_file)
+def read_parallel_files(source_file: str, target_file: str, split: str) -> tuple[list[str], list[str]]:
+    sources = read_lines(source_file, f"--{split}_source_file")
+    targets = read_lines(target_file, f"--{split}_target_file")
     if len(sources) != len(targets):
-        raise UsageError(f"{source_file} has {len(sources)} lines but {target_file} has {len(targets)}")
+        raise UsageError(f"{source_file} has {len(sources)} lines but {target_file} has {len(targets)}; pass line-aligned files")
     return sources, targets
 
 
 def read_json_lines(path: str, source_lang: str, target_lang: str) -> tuple[list[str], list[str]]:
     sources, targets = [], []
-    for number, line in enumerate(read_lines(path), 1):
+    expected = f'{{"translation": {{"{source_lang}": "...", "{target_lang}": "..."}}}}'
+    for number, line in enumerate(read_lines(path, "JSON lines file"), 1):
         if not line.strip():
             continue
-        record = json.loads(line)
-        pair = record.get("translation", record)
-        if source_lang not in pair or target_lang not in pair:
-            raise UsageError(f"{path}:{number} has no {source_lang!r} and {target_lang!r} texts: {line[:80]}")
-        sources.append(pair[source_lang])
-        targets.append(pair[target_lang])
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise UsageError(f"{path}:{number} is not valid JSON ({error.msg}); each line must be {expected}") from None
+        pair = record.get("translation", record) if isinstance(record, dict) else None
+        texts = [pair.get(lang) for lang in (source_lang, target_lang)] if isinstance(pair, dict) else [None]
+        if not all(isinstance(text, str) for text in texts):
+            raise UsageError(f"{path}:{number} is not {expected}: {line[:80]}")
+        sources.append(texts[0])
+        targets.append(texts[1])
     return sources, targets
 
 
 def read_dataset(data_args: DataArguments) -> dict[str, tuple[list[str], list[str]]]:
-    dataset = load_dataset(data_args.dataset_name, data_args.dataset_config_name)
+    try:
+        dataset = load_dataset(data_args.dataset_name, data_args.dataset_config_name)
+    except Exception as error:  # the datasets library raises many kinds; each is one line for the user
+        raise UsageError(f"--dataset_name {data_args.dataset_name} cannot be loaded: {first_line(error)}") from None
     splits = {}
-    for split, name in (("train", "train"), ("validation", "validation"), ("test", "test")):
-        if name not in dataset:
+    for split in ("train", "validation", "test"):
+        if split not in dataset:
             continue
-        if "translation" not in dataset[name].column_names:
-            raise UsageError(f"{data_args.dataset_name} [{name}] has no 'translation' column")
-        pairs = dataset[name]["translation"]
+        if "translation" not in dataset[split].column_names:
+            raise UsageError(f"{data_args.dataset_name} [{split}] has no 'translation' column")
+        pairs = dataset[split]["translation"]
         missing = {data_args.source_lang, data_args.target_lang} - set(pairs[0] if pairs else {})
         if missing:
             raise UsageError(f"{data_args.dataset_name} has no {', '.join(sorted(missing))} texts in 'translation'")
@@ -232,15 +336,33 @@ def read_dataset(data_args: DataArguments) -> dict[str, tuple[list[str], list[st
     return splits
 
 
+def check_one_data_source(data_args: DataArguments):
+    """Two sources for one split would leave one of them silently unused."""
+    for split in ("train", "validation", "test"):
+        given = [
+            flag
+            for flag, value in (
+                ("--corpus_dir", data_args.corpus_dir),
+                ("--dataset_name", data_args.dataset_name),
+                (f"--{split}_source_file", getattr(data_args, f"{split}_source_file")),
+                (f"--{split}_file", getattr(data_args, f"{split}_file")),
+            )
+            if value
+        ]
+        if len(given) > 1:
+            raise UsageError(f"pass one source of {split} data, not {' and '.join(given)}")
+
+
 def read_splits(data_args: DataArguments) -> dict[str, tuple[list[str], list[str]]]:
     """{"train": (sources, targets), "validation": ..., "test": ...} from whichever data source was given."""
     src, tgt = data_args.source_lang, data_args.target_lang
+    check_one_data_source(data_args)
     if data_args.corpus_dir:
         names = {"train": "train", "validation": "dev", "test": "test"}
         try:
             return {split: read_parallel(data_args.corpus_dir, name, src, tgt) for split, name in names.items()}
-        except (FileNotFoundError, ValueError) as error:
-            raise UsageError(str(error)) from error
+        except (OSError, ValueError) as error:
+            raise UsageError(first_line(error)) from None
     if data_args.dataset_name:
         return read_dataset(data_args)
     splits = {}
@@ -251,7 +373,7 @@ def read_splits(data_args: DataArguments) -> dict[str, tuple[list[str], list[str
         if source_file or target_file:
             if not (source_file and target_file):
                 raise UsageError(f"pass both --{split}_source_file and --{split}_target_file")
-            splits[split] = read_parallel_files(source_file, target_file)
+            splits[split] = read_parallel_files(source_file, target_file, split)
         elif json_file:
             splits[split] = read_json_lines(json_file, src, tgt)
     return splits
@@ -286,25 +408,8 @@ def tokenize_splits(splits, tokenizer, data_args: DataArguments) -> DatasetDict:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Tokenizer and model
+# Config, tokenizer and model
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def make_tokenizer(model_args: ModelArguments, splits, training_args: TrainingArguments, max_length: int):
-    """The given tokenizer, the fine-tuned model's, the one saved by an interrupted run, or a new one."""
-    saved = Path(training_args.output_dir) / "tokenizer"
-    name = model_args.tokenizer_name or model_args.model_name_or_path
-    if name is None and training_args.resume_from_checkpoint and saved.is_dir():
-        name = str(saved)
-    if name is not None:
-        return AutoTokenizer.from_pretrained(name, trust_remote_code=True)
-    sources, targets = splits["train"]
-    tokenizer = train_tokenizer(
-        sources + targets, model_args.vocab_size, lowercase=model_args.lowercase, model_max_length=max_length
-    )
-    if training_args.should_save:
-        tokenizer.save_pretrained(saved)
-    return tokenizer
 
 
 def parse_value(text: str):
@@ -315,38 +420,113 @@ def parse_value(text: str):
         return text
 
 
+CONFIG_FIELDS = sorted(field.name for field in dataclasses.fields(TinyTransformerConfig))
+
+
 def parse_overrides(text: str | None) -> dict:
-    """'d_model=128,activation_function=gelu' -> {"d_model": 128, "activation_function": "gelu"}."""
+    """'d_model=128,activation_function=gelu' -> {"d_model": 128, "activation_function": "gelu"}; a key that is
+    not a config field (a typo would otherwise be stored and ignored) is a UsageError."""
     overrides = {}
     for item in filter(None, (text or "").split(",")):
-        key, _, value = item.partition("=")
-        overrides[key.strip()] = parse_value(value.strip())
+        key, equals, value = (part.strip() for part in item.partition("="))
+        if not equals or not key:
+            raise UsageError(f"--config_overrides: {item!r} is not key=value, e.g. 'd_model=128,encoder_layers=2'")
+        if key not in CONFIG_FIELDS:
+            close = difflib.get_close_matches(key, CONFIG_FIELDS, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"the fields are {', '.join(CONFIG_FIELDS)}"
+            raise UsageError(f"--config_overrides: {key} is not a config field; {hint}")
+        overrides[key] = parse_value(value)
     return overrides
 
 
-# Fields that mean the same in MarianConfig and TinyTransformerConfig.
-MARIAN_FIELDS = (
-    "vocab_size d_model encoder_layers decoder_layers encoder_attention_heads decoder_attention_heads "
-    "encoder_ffn_dim decoder_ffn_dim dropout attention_dropout activation_dropout activation_function "
-    "max_position_embeddings scale_embedding tie_word_embeddings init_std pad_token_id bos_token_id eos_token_id "
-    "decoder_start_token_id"
+def make_config(model_args: ModelArguments):
+    """The model's config, before the tokenizer exists (the vocabulary size comes from the tokenizer later)."""
+    if model_args.model_name_or_path:
+        return load_pretrained(AutoConfig, model_args.model_name_or_path, "--model_name_or_path", model_args.trust_remote_code)
+    overrides = parse_overrides(model_args.config_overrides)
+    try:
+        if model_args.preset:
+            return load_preset(model_args.preset, **overrides)
+        return TinyTransformerConfig.from_pretrained(model_args.config_name, **overrides)
+    except (OSError, ValueError, TypeError) as error:
+        source = f"--preset {model_args.preset}" if model_args.preset else f"--config_name {model_args.config_name}"
+        raise UsageError(f"{source} with --config_overrides: {first_line(error)}") from None
+
+
+def check_lengths(config, data_args: DataArguments, training_args: TrainingArguments):
+    """Every length must fit the positional table, or the run dies after training, in its evaluation. Lengths not
+    given are the longest the model takes (generation: the target's, plus the start token)."""
+    longest = config.max_position_embeddings
+    data_args.max_source_length = data_args.max_source_length or longest
+    data_args.max_target_length = data_args.max_target_length or longest
+    training_args.generation_max_length = training_args.generation_max_length or data_args.max_target_length + 1
+    for flag, value, limit in (
+        ("--max_source_length", data_args.max_source_length, longest),
+        ("--max_target_length", data_args.max_target_length, longest),
+        # the decoder is fed the start token and all generated tokens but the last
+        ("--generation_max_length", training_args.generation_max_length, longest + 1),
+    ):
+        if value > limit:
+            raise UsageError(
+                f"{flag} {value} is longer than the model can take ({limit}: max_position_embeddings "
+                f"{longest}); lower {flag}, or raise max_position_embeddings with --config_overrides"
+            )
+
+
+def make_tokenizer(model_args: ModelArguments, splits, training_args: TrainingArguments, checkpoint: str | None, max_length: int):
+    """The given tokenizer, the fine-tuned model's, the one of the run being resumed, or a new one."""
+    saved = Path(training_args.output_dir) / "tokenizer"
+    name = model_args.tokenizer_name or model_args.model_name_or_path
+    flag = "--tokenizer_name" if model_args.tokenizer_name else "--model_name_or_path"
+    if name is None and checkpoint is not None:
+        name, flag = (str(saved), "--output_dir") if saved.is_dir() else (checkpoint, "--resume_from_checkpoint")
+    if name is not None:
+        return load_pretrained(AutoTokenizer, name, flag, model_args.trust_remote_code)
+    sources, targets = splits["train"]
+    tokenizer = train_tokenizer(
+        sources + targets, model_args.vocab_size, lowercase=model_args.lowercase, model_max_length=max_length
+    )
+    if training_args.should_save:
+        tokenizer.save_pretrained(saved)
+    return tokenizer
+
+
+def vocabulary(tokenizer_json: str) -> dict:
+    return json.loads(tokenizer_json)["model"]["vocab"]
+
+
+# Fields that decide the parameters' shapes and meaning: a checkpoint resumed under other values is another model.
+SHAPE_FIELDS = (
+    "model_type vocab_size d_model encoder_layers decoder_layers encoder_attention_heads decoder_attention_heads "
+    "encoder_ffn_dim decoder_ffn_dim max_position_embeddings activation_function normalize_before scale_embedding "
+    "tie_word_embeddings"
 ).split()
 
 
-def marian_of_the_same_shape(config: TinyTransformerConfig) -> MarianMTModel:
-    """transformers' own implementation of the architecture, with every size, id and option set like ours."""
-    values = {name: getattr(config, name) for name in MARIAN_FIELDS}
-    return MarianMTModel(MarianConfig(**values, share_encoder_decoder_embeddings=True, forced_eos_token_id=None))
+def check_checkpoint_matches(checkpoint: str, config, tokenizer):
+    """The checkpoint must have been trained with this tokenizer and a model of this shape."""
+    folder = Path(checkpoint)
+    saved_tokenizer = folder / "tokenizer.json"
+    if saved_tokenizer.is_file() and vocabulary(saved_tokenizer.read_text()) != vocabulary(tokenizer.backend_tokenizer.to_str()):
+        raise UsageError(
+            f"--resume_from_checkpoint: {folder.name} was trained with another tokenizer than this run's; resume "
+            "with its tokenizer (--tokenizer_name), or start anew with --overwrite_output_dir"
+        )
+    saved_config = json.loads((folder / "config.json").read_text())
+    ours = config.to_dict()
+    differences = [f"{key} {saved_config.get(key)} there, {ours.get(key)} here" for key in SHAPE_FIELDS if saved_config.get(key) != ours.get(key)]
+    if differences:
+        raise UsageError(
+            f"--resume_from_checkpoint: {folder.name} is a different model ({'; '.join(differences)}); resume with "
+            "the flags it was trained with, or start anew with --overwrite_output_dir"
+        )
 
 
-def make_model(model_args: ModelArguments, tokenizer):
+def make_model(model_args: ModelArguments, config, tokenizer):
     if model_args.model_name_or_path:
-        return AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path, trust_remote_code=True)
-    overrides = {**parse_overrides(model_args.config_overrides), "vocab_size": len(tokenizer)}
-    if model_args.preset:
-        config = load_preset(model_args.preset, **overrides)
-    else:
-        config = TinyTransformerConfig.from_pretrained(model_args.config_name, **overrides)
+        return load_pretrained(
+            AutoModelForSeq2SeqLM, model_args.model_name_or_path, "--model_name_or_path", model_args.trust_remote_code
+        )
     ids = (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id)
     if ids != (config.pad_token_id, config.eos_token_id, config.bos_token_id):
         raise UsageError(f"the tokenizer's pad/eos/bos ids {ids} differ from the model config's")
@@ -358,14 +538,6 @@ def make_model(model_args: ModelArguments, tokenizer):
 # ---------------------------------------------------------------------------------------------------------------
 # Metrics
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def bleu_and_chrf(hypotheses: list[str], references: list[str], target_lang: str) -> dict[str, float]:
-    """Corpus BLEU with sacrebleu's standard tokenization for the target language, and chrF."""
-    tokenize = BLEU_TOKENIZE.get(target_lang, "13a")
-    bleu = sacrebleu.corpus_bleu(hypotheses, [references], tokenize=tokenize)
-    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
-    return {"bleu": bleu.score, "chrf": chrf.score}
 
 
 def metrics_function(tokenizer, target_lang: str):
@@ -385,15 +557,30 @@ def metrics_function(tokenizer, target_lang: str):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
-    transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
+def prepare(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments):
+    """Every check, then the data, tokenizer and model: (checkpoint, splits, tokenizer, model)."""
     check_arguments(model_args, data_args, training_args)
     checkpoint = resolve_checkpoint(training_args)
     splits = load_splits(data_args)
+    config = make_config(model_args)
+    check_lengths(config, data_args, training_args)
+    remove_checkpoints(training_args)
     set_seed(training_args.seed)
     max_length = max(data_args.max_source_length, data_args.max_target_length)
-    tokenizer = make_tokenizer(model_args, splits, training_args, max_length)
-    model = make_model(model_args, tokenizer)
+    tokenizer = make_tokenizer(model_args, splits, training_args, checkpoint, max_length)
+    if not model_args.model_name_or_path:
+        try:
+            config.update({"vocab_size": len(tokenizer)})
+        except ValueError as error:
+            raise UsageError(f"the tokenizer's {len(tokenizer)} tokens do not fit the config: {first_line(error)}") from None
+    if checkpoint is not None:
+        check_checkpoint_matches(checkpoint, config, tokenizer)
+    return checkpoint, splits, tokenizer, make_model(model_args, config, tokenizer)
+
+
+def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
+    transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
+    checkpoint, splits, tokenizer, model = prepare(model_args, data_args, training_args)
     datasets = tokenize_splits(splits, tokenizer, data_args)
     logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", {k: len(v) for k, v in datasets.items()})
 
@@ -415,23 +602,38 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         result.training_loss,
     )
     metrics = {"train_runtime_s": result.metrics["train_runtime"], "train_steps": trainer.state.global_step}
+    # The trained model is saved before anything else can fail; the test metrics are added to its card after.
+    if trainer.is_world_process_zero():
+        save_hub_folder(trainer.model, tokenizer, model_args, data_args, training_args, metrics)
     if "test" in datasets:
         test = trainer.predict(datasets["test"], metric_key_prefix="test")
         metrics.update({key: value for key, value in test.metrics.items() if key in ("test_bleu", "test_chrf")})
+        if trainer.is_world_process_zero():
+            save_hub_folder(trainer.model, tokenizer, model_args, data_args, training_args, metrics, card_only=True)
     if trainer.is_world_process_zero():
-        save_hub_folder(trainer.model, tokenizer, model_args, data_args, training_args, metrics)
-        (Path(training_args.output_dir) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+        write_text_atomically(Path(training_args.output_dir) / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     return metrics
 
 
-def save_hub_folder(model, tokenizer, model_args, data_args, training_args, metrics: dict):
-    """`{output_dir}/hub`: the model, its code, the tokenizer and a model card with the test metrics."""
+def describe_data(data_args: DataArguments) -> str:
+    """The training data as a model card names it: folder and file names, never a local absolute path."""
+    if data_args.corpus_dir:
+        return f"`{Path(data_args.corpus_dir).name}` ({data_args.source_lang}-{data_args.target_lang} sentence pairs)"
+    if data_args.dataset_name:
+        return f"the `{Path(data_args.dataset_name).name}` dataset"
+    files = [data_args.train_source_file, data_args.train_target_file, data_args.train_file]
+    return "local files: " + ", ".join(f"`{Path(name).name}`" for name in files if name)
+
+
+def save_hub_folder(model, tokenizer, model_args, data_args, training_args, metrics: dict, card_only: bool = False):
+    """`{output_dir}/hub`: the model, its code, the tokenizer and a model card with the metrics known so far."""
     folder = Path(training_args.output_dir) / "hub"
     if model_args.architecture == "marian":  # a comparison model: no card of ours
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+        if not card_only:
+            with staged_folder(folder) as staging:
+                model.save_pretrained(staging)
+                tokenizer.save_pretrained(staging)
         return
-    data = data_args.corpus_dir or data_args.dataset_name or data_args.train_source_file or data_args.train_file
     procedure = (
         f"Trained with `training/train.py` for {metrics['train_steps']} steps "
         f"({metrics['train_runtime_s'] / 60:.1f} minutes): batch {training_args.per_device_train_batch_size} x "
@@ -444,10 +646,13 @@ def save_hub_folder(model, tokenizer, model_args, data_args, training_args, metr
         model,
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,
-        training_data=f"`{data}`",
+        training_data=describe_data(data_args),
         metrics={k: v for k, v in metrics.items() if k.startswith("test_")},
         training_procedure=procedure,
     )
+    if card_only:
+        write_text_atomically(folder / "README.md", str(card))
+        return
     model.generation_config.max_length = training_args.generation_max_length
     save_for_hub(model, tokenizer, folder, card)
 
@@ -455,14 +660,10 @@ def save_hub_folder(model, tokenizer, model_args, data_args, training_args, metr
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
-    try:
-        metrics = train(model_args, data_args, training_args)
-    except UsageError as error:
-        print(f"train.py: {error}", file=sys.stderr)
-        return 2
+    metrics = train(model_args, data_args, training_args)
     logger.info("metrics: %s", {k: round(v, 4) if isinstance(v, float) and math.isfinite(v) else v for k, v in metrics.items()})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

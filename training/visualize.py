@@ -6,37 +6,64 @@
 Writes positional_encoding.png, and per layer encoder_layer{N}.png (self-attention over the source),
 decoder_layer{N}.png (masked self-attention: the causal mask is the zero upper triangle) and
 cross_layer{N}.png (target queries over source keys), each a grid of all heads. Without --target, the
-target is the model's own translation. Needs the [viz] extra (matplotlib, matplotlib-fontja).
+target is the model's own translation. Needs the [viz] extra (matplotlib, matplotlib-fontja). Each picture
+is written whole or not at all.
 """
 
-import argparse
-from pathlib import Path
+import sys
 
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_tiny_transformer.visualization import KINDS, attention_weights, draw_heads, plot_positional_encoding
+from hf_tiny_transformer.cli import (
+    ArgumentParser,
+    UsageError,
+    check_output_folder,
+    load_pretrained,
+    replaced_atomically,
+    run,
+    trust_remote_code_argument,
+)
+from hf_tiny_transformer.visualization import KINDS, attention_weights, draw_heads, matplotlib, plot_positional_encoding
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="saved model folder or Hub id")
     parser.add_argument("--source", required=True, help="a sentence in the source language")
     parser.add_argument("--target", help="its translation; default: the model's own")
-    parser.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
+    parser.add_argument("--out", required=True, help="folder for the PNG files")
+    trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
+    for flag in ("source", "target"):
+        if getattr(args, flag) is not None and not getattr(args, flag).strip():
+            raise UsageError(f"--{flag} is empty; pass a sentence")
+    args.out = check_output_folder(args.out, "--out")
+    try:
+        matplotlib()
+    except ImportError as error:
+        raise UsageError(str(error)) from None
+    return args
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=True)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=True).eval()
+
+def save(figure, path):
+    with replaced_atomically(path) as temporary:
+        figure.savefig(temporary, dpi=100, format="png")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    tokenizer = load_pretrained(AutoTokenizer, args.model, "--model", args.trust_remote_code)
+    model = load_pretrained(AutoModelForSeq2SeqLM, args.model, "--model", args.trust_remote_code).eval()
     args.out.mkdir(parents=True, exist_ok=True)
-    plot_positional_encoding(model.config).savefig(args.out / "positional_encoding.png", dpi=100)
+    save(plot_positional_encoding(model.config), args.out / "positional_encoding.png")
     attention = attention_weights(model, tokenizer, args.source, args.target)
     print(f"source: {' | '.join(attention.source_tokens)}\ntarget: {' | '.join(attention.target_tokens)}")
     for kind in KINDS:
         for layer, weights in enumerate(attention.weights(kind)):
-            figure = draw_heads(attention, kind, layer, list(range(weights.shape[0])))
-            figure.savefig(args.out / f"{kind}_layer{layer}.png", dpi=100)
+            save(draw_heads(attention, kind, layer, list(range(weights.shape[0]))), args.out / f"{kind}_layer{layer}.png")
     print(f"wrote {len(list(args.out.glob('*.png')))} pictures to {args.out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

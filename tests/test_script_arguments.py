@@ -1,0 +1,220 @@
+"""Every script's bad arguments and files: one line on stderr that names the problem and the fix, exit code 2,
+no traceback, before any long work, and no file changed. Each case runs the script in a child process."""
+
+import json
+import shutil
+
+import pytest
+
+from hf_tiny_transformer import model_card, save_for_hub
+from hf_tiny_transformer.demo_corpus import make_demo_corpus
+
+from conftest import assert_one_line_error, folder_digest, run_script, tiny_model
+
+SMALL_MODEL = "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64"
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory, tokenizer):
+    """data/ (demo text, broken files), hub/ (a saved model, max_position_embeddings 64), foreign/ (a folder whose
+    code would leave a marker file if it ran), pickled/ (a model folder with pickles), run/ (an output folder
+    holding a checkpoint), a_file, outputs/."""
+    root = tmp_path_factory.mktemp("workspace")
+    data = root / "data"
+    data.mkdir()
+    pairs = make_demo_corpus(seed=0)["train"][:40]
+    (data / "train.en").write_text("".join(p.english + "\n" for p in pairs), encoding="utf-8")
+    (data / "train.ja").write_text("".join(p.japanese + "\n" for p in pairs), encoding="utf-8")
+    (data / "three.txt").write_text("a\nb\nc\n")
+    (data / "empty.txt").write_text("\n \n")
+    (data / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    (data / "not_json.jsonl").write_text('{"translation": {"en": "a", "ja": "b"}}\nnot json\n')
+    (data / "array.jsonl").write_text('[1, 2]\n')
+    (data / "no_ja.jsonl").write_text('{"translation": {"en": "a"}}\n')
+    (data / "flags_array.json").write_text("[1, 2]")
+    (data / "flags_broken.json").write_text("{ not json")
+    model = tiny_model(vocab_size=len(tokenizer))
+    card = model_card(model, source_lang="en", target_lang="ja", training_data="test sentences")
+    save_for_hub(model, tokenizer, root / "hub", card)
+    foreign = root / "foreign"
+    shutil.copytree(root / "hub", foreign)
+    config = json.loads((foreign / "config.json").read_text())
+    config["model_type"] = "somebody_elses_model"
+    config["auto_map"] = {"AutoConfig": "configuration_elsewhere.Config", "AutoModelForSeq2SeqLM": "modeling_elsewhere.Model"}
+    (foreign / "config.json").write_text(json.dumps(config))
+    marker = root / "code_ran"
+    for name in ("configuration_elsewhere.py", "modeling_elsewhere.py"):
+        (foreign / name).write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    pickled = root / "pickled"  # a training output: a model, and pickles beside it
+    shutil.copytree(root / "hub", pickled)
+    (pickled / "checkpoint-8").mkdir()
+    (pickled / "checkpoint-8" / "optimizer.pt").write_bytes(b"a pickle")
+    (pickled / "training_args.bin").write_bytes(b"a pickle holding --hub_token")
+    (root / "run" / "checkpoint-4").mkdir(parents=True)
+    (root / "run" / "checkpoint-4" / "trainer_state.json").write_text('{"global_step": 4}')
+    (root / "a_file").write_text("a file, not a folder\n")
+    (root / "outputs").mkdir()
+    return root
+
+
+def train_args(root, *changes: str) -> list[str]:
+    return [
+        "--preset", "tiny", "--config_overrides", SMALL_MODEL, "--vocab_size", "600",
+        "--train_source_file", str(root / "data" / "train.en"), "--train_target_file", str(root / "data" / "train.ja"),
+        "--output_dir", str(root / "outputs" / "new_run"), "--max_steps", "2", "--use_cpu", "true", "--report_to", "none",
+        *changes,
+    ]  # fmt: skip
+
+
+TRAIN_CASES = {
+    "max_steps 0": (["--max_steps", "0"], "--max_steps must be positive"),
+    "zero epochs": (["--max_steps", "-1", "--num_train_epochs", "0"], "--num_train_epochs must be positive"),
+    "batch size 0": (["--per_device_train_batch_size", "0"], "--per_device_train_batch_size must be at least 1"),
+    "eval batch size 0": (["--per_device_eval_batch_size", "0"], "--per_device_eval_batch_size must be at least 1"),
+    "accumulation 0": (["--gradient_accumulation_steps", "0"], "--gradient_accumulation_steps must be at least 1"),
+    "beams 0": (["--generation_num_beams", "0"], "--generation_num_beams must be at least 1"),
+    "source length 0": (["--max_source_length", "0"], "--max_source_length must be at least 1"),
+    "target longer than the model": (["--max_target_length", "100"], "--max_target_length 100 is longer than the model can take (64"),
+    "generation longer than the model": (["--generation_max_length", "128"], "--generation_max_length 128 is longer"),
+    "vocabulary too small": (["--vocab_size", "10"], "--vocab_size must be at least 261"),
+    "negative learning rate": (["--learning_rate", "-1"], "--learning_rate must be positive"),
+    "misspelled override": (["--config_overrides", "d_modle=32"], "d_modle is not a config field; did you mean d_model?"),
+    "override without value": (["--config_overrides", "d_model"], "is not key=value"),
+    "override that breaks the config": (["--config_overrides", "encoder_attention_heads=3"], "divisible by encoder_attention_heads"),
+    "unknown flag": (["--learnin_rate", "0.1"], "--learnin_rate"),
+    "not a number": (["--learning_rate", "fast"], "invalid float value: 'fast'"),
+    "unknown preset": (["--preset", "huge"], "Unknown preset 'huge'"),
+    "language code": (["--source_lang", "xx"], "--source_lang 'xx' is not an ISO 639-1 language code"),
+    "missing file": (["--train_source_file", "/nonexistent/train.en"], "--train_source_file /nonexistent/train.en does not exist"),
+    "a folder for a file": (["--train_source_file", "{root}/data"], "is not a file"),
+    "not UTF-8": (["--train_source_file", "{root}/data/latin1.txt", "--train_target_file", "{root}/data/latin1.txt"], "is not UTF-8 text (line 1)"),
+    "empty file": (["--train_source_file", "{root}/data/empty.txt"], "is empty"),
+    "uneven files": (["--train_source_file", "{root}/data/three.txt"], "has 3 lines but"),
+    "JSON line not JSON": (["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/not_json.jsonl"], "not_json.jsonl:2 is not valid JSON"),
+    "JSON line not an object": (["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/array.jsonl"], "array.jsonl:1 is not {{\"translation\": {{\"en\""),
+    "JSON line without the target": (["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/no_ja.jsonl"], "no_ja.jsonl:1 is not"),
+    "output_dir is a file": (["--output_dir", "{root}/a_file"], "--output_dir {root}/a_file"),
+    "output_dir with a checkpoint": (["--output_dir", "{root}/run"], "already holds checkpoints (checkpoint-4 the newest)"),
+    "two data sources": (["--train_file", "{root}/data/no_ja.jsonl"], "pass one source of train data, not"),
+    "resume and overwrite": (["--resume_from_checkpoint", "true", "--overwrite_output_dir", "true"], "not both"),
+    "resume without a checkpoint": (["--resume_from_checkpoint", "true"], "no complete checkpoint in"),
+    "resume from an incomplete checkpoint": (["--resume_from_checkpoint", "{root}/data"], "is not a complete checkpoint"),
+    "model folder missing": (["--preset", None, "--model_name_or_path", "{root}/nothing/here"], "--model_name_or_path {root}/nothing/here does not exist"),
+    "code of another model": (["--preset", None, "--model_name_or_path", "{root}/foreign"], "pass --trust_remote_code to run it"),
+}
+
+
+def apply_changes(arguments: list[str], changes: list[str | None], root) -> list[str]:
+    """Replace the value of each flag in `changes` (None removes the flag), or append it."""
+    arguments = list(arguments)
+    for flag, value in zip(changes[::2], changes[1::2]):
+        value = value.format(root=root) if value is not None else None
+        if flag in arguments:
+            index = arguments.index(flag)
+            del arguments[index : index + 2]
+            if value is None:
+                continue
+            arguments[index:index] = [flag, value]
+        elif value is not None:
+            arguments += [flag, value]
+    return arguments
+
+
+def check_case(workspace, script: str, arguments: list[str], message: str):
+    before = folder_digest(workspace)
+    result = run_script(script, *arguments)
+    assert_one_line_error(result, message.format(root=workspace))
+    assert folder_digest(workspace) == before, "a file was changed"
+    assert not (workspace / "code_ran").exists(), "a folder's code ran without --trust_remote_code"
+
+
+@pytest.mark.parametrize("case", TRAIN_CASES)
+def test_train_py(workspace, case):
+    changes, message = TRAIN_CASES[case]
+    check_case(workspace, "train.py", apply_changes(train_args(workspace), changes, workspace), message)
+
+
+@pytest.mark.parametrize(
+    "flags_file, message",
+    [("nothing.json", "flags file {root}/data/nothing.json does not exist"), ("flags_array.json", "must hold a JSON object"),
+     ("flags_broken.json", "is not valid JSON (line 1")],
+)  # fmt: skip
+def test_train_py_flags_file(workspace, flags_file, message):
+    check_case(workspace, "train.py", [str(workspace / "data" / flags_file)], message)
+
+
+def evaluate_args(root) -> list[str]:
+    return [
+        "--model", str(root / "hub"), "--source_file", str(root / "data" / "train.en"),
+        "--reference_file", str(root / "data" / "train.ja"), "--target_lang", "ja",
+        "--output_file", str(root / "outputs" / "hypotheses.txt"),
+    ]  # fmt: skip
+
+
+EVALUATE_CASES = {
+    "no model": (["--model", None], "the following arguments are required: --model"),
+    "no data": (["--source_file", None], "pass --source_file and --reference_file, or --corpus_dir"),
+    "beams 0": (["--num_beams", "0"], "--num_beams must be at least 1, got 0"),
+    "batch size 0": (["--batch_size", "0"], "--batch_size must be at least 1"),
+    "no new tokens": (["--max_new_tokens", "0"], "--max_new_tokens must be at least 1"),
+    "longer than the model": (["--max_new_tokens", "128"], "asks for 128 new tokens but the model generates at most 64"),
+    "exact match over 100": (["--min_exact_match", "150"], "--min_exact_match is a percentage"),
+    "missing source": (["--source_file", "{root}/data/nothing.en"], "--source_file {root}/data/nothing.en does not exist"),
+    "not UTF-8": (["--source_file", "{root}/data/latin1.txt"], "is not UTF-8 text"),
+    "empty reference": (["--reference_file", "{root}/data/empty.txt"], "--reference_file {root}/data/empty.txt is empty"),
+    "uneven": (["--reference_file", "{root}/data/three.txt"], "--source_file has 40 lines but --reference_file has 3"),
+    "output is a folder": (["--output_file", "{root}/outputs"], "--output_file {root}/outputs is a folder"),
+    "output in a missing folder": (["--output_file", "{root}/nothing/out.txt"], "the folder {root}/nothing does not exist"),
+    "output over the source": (["--output_file", "{root}/data/train.en"], "is also an input file"),
+    "output over the reference": (["--output_file", "{root}/data/train.ja"], "is also an input file"),
+    "missing model": (["--model", "{root}/nothing/model"], "--model {root}/nothing/model does not exist"),
+    "not a model": (["--model", "{root}/data"], "--model {root}/data cannot be loaded"),
+    "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
+    "unknown split": (["--corpus_dir", "{root}/data", "--split", "valid"], "argument --split: invalid choice"),
+}
+
+
+@pytest.mark.parametrize("case", EVALUATE_CASES)
+def test_evaluate_model_py(workspace, case):
+    changes, message = EVALUATE_CASES[case]
+    check_case(workspace, "evaluate_model.py", apply_changes(evaluate_args(workspace), changes, workspace), message)
+
+
+VISUALIZE_CASES = {
+    "empty sentence": (["--source", " "], "--source is empty"),
+    "out is a file": (["--out", "{root}/a_file"], "--out {root}/a_file"),
+    "missing model": (["--model", "{root}/nothing"], "--model {root}/nothing does not exist"),
+    "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
+}
+
+
+@pytest.mark.parametrize("case", VISUALIZE_CASES)
+def test_visualize_py(workspace, case):
+    arguments = ["--model", str(workspace / "hub"), "--source", "I like tea.", "--out", str(workspace / "outputs" / "pictures")]
+    changes, message = VISUALIZE_CASES[case]
+    check_case(workspace, "visualize.py", apply_changes(arguments, changes, workspace), message)
+
+
+PUSH_CASES = {
+    "missing folder": (["--folder", "{root}/nothing"], "--folder {root}/nothing is not a folder"),
+    "not a model folder": (["--folder", "{root}/data"], "lacks config.json"),
+    "bad repository id": (["--repo-id", "me/two words"], "is not a Hub repository id"),
+    "pickles in the tree": (["--folder", "{root}/pickled"], "holds pickled files (checkpoint-8/optimizer.pt, training_args.bin)"),
+}
+
+
+@pytest.mark.parametrize("case", PUSH_CASES)
+def test_push_to_hub_py(workspace, case):
+    changes, message = PUSH_CASES[case]
+    arguments = apply_changes(["--folder", str(workspace / "hub"), "--repo-id", "me/tiny", "--dry-run"], changes, workspace)
+    check_case(workspace, "push_to_hub.py", arguments, message)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [(["--output_dir", "{root}/a_file"], "--output_dir {root}/a_file"),
+     (["--output_dir", "{root}/a_file/data"], "{root}/a_file is a file, not a folder"),
+     (["--output_dir", "{root}/outputs/demo", "--seed", "one"], "argument --seed: invalid int value: 'one'")],
+)  # fmt: skip
+def test_make_demo_data_py(workspace, arguments, message):
+    check_case(workspace, "make_demo_data.py", [a.format(root=workspace) for a in arguments], message)
