@@ -13,6 +13,7 @@ from .modeling_tiny_transformer import (
 )
 from .corpus import detokenize_english, read_parallel, unsegment_japanese
 from .hub import model_card, save_for_hub
+from .marian import from_marian, to_marian
 from .pipeline_tiny_transformer import TranslationPipeline
 from .presets import load_preset, preset_names
 from .tokenization_tiny_transformer import train_tokenizer
@@ -39,4 +40,6 @@ __all__ = [
     "read_parallel",
     "unsegment_japanese",
     "detokenize_english",
+    "to_marian",
+    "from_marian",
 ]

@@ -127,14 +127,13 @@ def like_pairs() -> list[Pair]:
 
 
 def adjective_pairs() -> list[Pair]:
-    pairs = []
-    for noun, noun_ja, adjectives in DESCRIBED:
-        for adjective, adjective_ja in adjectives:
-            for form in FORMS:
-                verb = {"present": "is", "past": "was", "negative": "isn't", "past_negative": "wasn't"}[form]
-                english, japanese = f"{noun} {verb} {adjective}.", f"{noun_ja}は{i_adjective(adjective_ja, form)}。"
-                pairs.append(Pair(english, japanese, noun, adjective, form))
-    return pairs
+    copula = {"present": "is", "past": "was", "negative": "isn't", "past_negative": "wasn't"}
+    return [
+        Pair(f"{noun} {copula[form]} {adjective}.", f"{noun_ja}は{i_adjective(adjective_ja, form)}。", noun, adjective, form)
+        for noun, noun_ja, adjectives in DESCRIBED
+        for adjective, adjective_ja in adjectives
+        for form in FORMS
+    ]
 
 
 def lexicon_pairs() -> list[Pair]:

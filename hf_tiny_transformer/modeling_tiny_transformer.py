@@ -1,8 +1,9 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017) for transformers 5.x.
 
-The file reads in the paper's order: embeddings and positional encoding (sections 3.4, 3.5), multi-head
-scaled dot-product attention (3.2), the position-wise feed-forward network (3.3), encoder and decoder
-layers and stacks (3.1), and the model heads.
+The file reads in the paper's order: embeddings and positional encoding (sections 3.4, 3.5), scaled dot-product
+and multi-head attention (3.2), the position-wise feed-forward network (3.3), the residual connection around each
+sub-layer, encoder and decoder layers and stacks (3.1), and the model heads. The checks of the inputs and the
+all-or-nothing save come last.
 
 Differences from the paper (also listed in model_card.md):
 1. LayerNorm placement is the paper's post-LN, LayerNorm(x + Dropout(Sublayer(x))), by default;
@@ -11,7 +12,8 @@ Differences from the paper (also listed in model_card.md):
 2. Dropout on the attention weights (`attention_dropout`) and after the feed-forward activation
    (`activation_dropout`) are extra options, 0 by default, as in the paper.
 3. Initialization is not given in the paper: linear layers and the embedding take N(0, init_std^2), biases 0,
-   LayerNorm weight 1 and bias 0, and the padding row of the embedding starts at 0 and receives no gradient.
+   LayerNorm weight 1 and bias 0. The padding row of the embedding starts at 0; the embedding lookup gives it no
+   gradient, but the tied output projection does (it learns that padding is never the next token).
 4. The sinusoidal table covers `max_position_embeddings` positions; longer inputs are rejected.
 5. Decoding starts from `decoder_start_token_id` (`<s>`); the paper does not say which start symbol it uses.
 6. The model's own loss is plain cross-entropy summed over target tokens and divided by their number
@@ -26,9 +28,11 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
@@ -44,12 +48,711 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.pytorch_utils import Conv1D
-from transformers.utils import TransformersKwargs, logging
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple, logging
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_tiny_transformer import TinyTransformerConfig
 
 logger = logging.get_logger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Embeddings and positional encoding (paper sections 3.4 and 3.5)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def sinusoidal_table(num_positions: int, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    Returns:
+        A float32 tensor of shape (num_positions, d_model), sines in even and cosines in odd dimensions.
+    """
+    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
+    angle = position / torch.pow(10000.0, two_i / d_model)  # (P, ceil(D/2))
+    table = torch.zeros(num_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return table.float()
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """The fixed sinusoidal positional encoding, looked up by position."""
+
+    def __init__(self, num_positions: int, d_model: int):
+        super().__init__()
+        self.num_positions = num_positions
+        self.d_model = d_model
+        # Not saved with the weights: it is a function of the shape. `_init_weights` refills it after loading.
+        self.register_buffer("pe", sinusoidal_table(num_positions, d_model), persistent=False)
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        """(T,) position ids -> (T, D) encodings."""
+        return self.pe[position_ids]
+
+
+def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """nn.functional.dropout, not called at all when it would return x unchanged (inference, or p = 0)."""
+    return nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scaled dot-product attention and multi-head attention (paper section 3.2)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Unpack[TransformersKwargs],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, written out so that the weights can be returned.
+
+    Args:
+        query: (B, H, Tq, Dh); key, value: (B, H, Tk, Dh).
+        attention_mask: additive mask broadcastable to (B, H, Tq, Tk): 0 where allowed, a large negative
+            number where masked, or None.
+
+    Returns:
+        The attended values (B, Tq, H, Dh) and the attention weights (B, H, Tq, Tk).
+    """
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, H, Tq, Tk)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = nn.functional.softmax(scores, dim=-1)
+    weights = apply_dropout(weights, dropout, module.training)
+    output = torch.matmul(weights, value)  # (B, H, Tq, Dh)
+    return output.transpose(1, 2).contiguous(), weights  # (B, Tq, H, Dh)
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+    Self-attention when `key_value_states` is None, otherwise cross-attention (decoder queries over the
+    encoder output, the paper's "memory"). The attention function is chosen by
+    `config._attn_implementation` ("sdpa" by default, "eager" to return the attention weights); the config
+    is read for nothing else.
+
+    Args:
+        d_model: model width; the h heads each get d_k = d_v = d_model / h dimensions.
+        num_heads: number of heads h.
+        attention_dropout: dropout on the attention weights while training.
+        is_causal: True for the decoder's masked self-attention.
+        layer_idx: index of the layer in its stack, the key of this layer in the cache.
+        config: the model config, for the attention implementation.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        attention_dropout: float,
+        is_causal: bool,
+        layer_idx: int,
+        config: TinyTransformerConfig,
+    ):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
+        self.attention_dropout = attention_dropout
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+        self.config = config
+        # W^Q, W^K, W^V of all heads side by side, each (D, D), and W^O; nn.Linear computes x W^T + b.
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, H, T, Dh)."""
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def keys_and_values(
+        self, source: torch.Tensor, cache: EncoderDecoderCache | None, is_cross_attention: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project keys and values, (B, H, Tk, Dh) each, through the cache when there is one.
+
+        Without a cache, project the whole source. Self-attention with a cache appends this step's keys and
+        values to it and attends over all of them. Cross-attention with a cache projects the encoder output
+        once per sequence and reuses it at every later step.
+        """
+        if cache is None:
+            return self.split_heads(self.k_proj(source)), self.split_heads(self.v_proj(source))
+        if is_cross_attention:
+            layer_cache = cache.cross_attention_cache
+            if cache.is_updated.get(self.layer_idx):
+                layer = layer_cache.layers[self.layer_idx]
+                return layer.keys, layer.values
+            cache.is_updated[self.layer_idx] = True
+        else:
+            layer_cache = cache.self_attention_cache
+        key, value = self.split_heads(self.k_proj(source)), self.split_heads(self.v_proj(source))
+        return layer_cache.update(key, value, self.layer_idx)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        cache: EncoderDecoderCache | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """
+        Args:
+            hidden_states: queries' source, (B, Tq, D).
+            key_value_states: the encoder output (B, Tk, D) for cross-attention, None for self-attention.
+            attention_mask: mask made by `transformers.masking_utils` for the attention implementation.
+            cache: the `EncoderDecoderCache` while generating, else None.
+
+        Returns:
+            The output (B, Tq, D), and the weights (B, H, Tq, Tk) from the eager implementation (None from sdpa).
+        """
+        is_cross_attention = key_value_states is not None
+        source = key_value_states if is_cross_attention else hidden_states
+        query = self.split_heads(self.q_proj(hidden_states))  # (B, H, Tq, Dh)
+        key, value = self.keys_and_values(source, cache, is_cross_attention)  # (B, H, Tk, Dh)
+
+        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        output, weights = attention(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling=self.scaling,
+            dropout=self.attention_dropout if self.training else 0.0,
+            **kwargs,
+        )  # (B, Tq, H, Dh)
+        output = output.reshape(*hidden_states.shape[:-1], -1)  # (B, Tq, D): concatenate the heads
+        return self.out_proj(output), weights
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Position-wise feed-forward network (paper section 3.3)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position separately.
+
+    Args:
+        d_model: input and output width.
+        ffn_dim: inner width d_ff.
+        activation: name of the activation in `transformers.activations.ACT2FN` ("relu" in the paper).
+        activation_dropout: dropout after the activation while training (not in the paper).
+    """
+
+    def __init__(self, d_model: int, ffn_dim: int, *, activation: str, activation_dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, ffn_dim)  # W_1 and b_1
+        self.activation_fn = ACT2FN[activation]
+        self.activation_dropout = activation_dropout
+        self.fc2 = nn.Linear(ffn_dim, d_model)  # W_2 and b_2
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, T, D)."""
+        hidden_states = self.activation_fn(self.fc1(hidden_states))  # (B, T, F)
+        hidden_states = apply_dropout(hidden_states, self.activation_dropout, self.training)
+        return self.fc2(hidden_states)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The residual connection around each sub-layer, and the encoder and decoder layers (sections 3.1, 5.4, Figure 1)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class ResidualSublayer(nn.Module):
+    """The residual connection, dropout and LayerNorm around a sub-layer.
+
+    Post-LN (the paper): LayerNorm(x + Dropout(Sublayer(x))). Pre-LN: x + Dropout(Sublayer(LayerNorm(x))).
+    Call `before` on the sub-layer's input and `after` on its output.
+    """
+
+    def __init__(self, d_model: int, *, dropout: float, layer_norm_eps: float, normalize_before: bool):
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout = dropout
+        self.normalize_before = normalize_before
+
+    def before(self, residual: torch.Tensor) -> torch.Tensor:
+        """The sub-layer's input: LayerNorm(x) for pre-LN, x for post-LN."""
+        return self.layer_norm(residual) if self.normalize_before else residual
+
+    def after(self, residual: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
+        """x + Dropout(Sublayer(...)), followed by LayerNorm for post-LN."""
+        hidden_states = residual + apply_dropout(sublayer_output, self.dropout, self.training)
+        return hidden_states if self.normalize_before else self.layer_norm(hidden_states)
+
+
+def residual_sublayer(config: TinyTransformerConfig) -> ResidualSublayer:
+    return ResidualSublayer(
+        config.d_model,
+        dropout=config.dropout,
+        layer_norm_eps=config.layer_norm_eps,
+        normalize_before=config.normalize_before,
+    )
+
+
+def attention(config: TinyTransformerConfig, num_heads: int, layer_idx: int, *, is_causal: bool) -> MultiHeadAttention:
+    return MultiHeadAttention(
+        config.d_model,
+        num_heads,
+        attention_dropout=config.attention_dropout,
+        is_causal=is_causal,
+        layer_idx=layer_idx,
+        config=config,
+    )
+
+
+def feed_forward(config: TinyTransformerConfig, ffn_dim: int) -> PositionwiseFeedForward:
+    return PositionwiseFeedForward(
+        config.d_model, ffn_dim, activation=config.activation_function, activation_dropout=config.activation_dropout
+    )
+
+
+class TransformerLayer(GradientCheckpointingLayer):
+    """What encoder and decoder layers are made of: attention sub-layers, then the position-wise feed-forward
+    network (`feed_forward`), each inside its residual connection and LayerNorm."""
+
+    feed_forward: PositionwiseFeedForward
+    feed_forward_residual: ResidualSublayer
+
+    @staticmethod
+    def attention_sublayer(
+        attention: MultiHeadAttention, around: ResidualSublayer, hidden_states: torch.Tensor, **kwargs
+    ) -> torch.Tensor:
+        """(B, T, D) -> (B, T, D): `attention` (with its mask, cache, ... in kwargs) in its residual connection."""
+        residual = hidden_states
+        hidden_states, _ = attention(around.before(residual), **kwargs)
+        return around.after(residual, hidden_states)
+
+    def feed_forward_sublayer(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, T, D): the feed-forward network in its residual connection."""
+        residual = hidden_states
+        hidden_states = self.feed_forward(self.feed_forward_residual.before(residual))
+        return self.feed_forward_residual.after(residual, hidden_states)
+
+
+class EncoderLayer(TransformerLayer):
+    """Self-attention, then the feed-forward network."""
+
+    def __init__(self, config: TinyTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.self_attn = attention(config, config.encoder_attention_heads, layer_idx, is_causal=False)
+        self.self_attn_residual = residual_sublayer(config)
+        self.feed_forward = feed_forward(config, config.encoder_ffn_dim)
+        self.feed_forward_residual = residual_sublayer(config)
+
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs: Unpack[TransformersKwargs]
+    ) -> torch.Tensor:
+        """(B, Ts, D) -> (B, Ts, D)."""
+        hidden_states = self.attention_sublayer(
+            self.self_attn, self.self_attn_residual, hidden_states, attention_mask=attention_mask, **kwargs
+        )
+        return self.feed_forward_sublayer(hidden_states)
+
+
+class DecoderLayer(TransformerLayer):
+    """Masked self-attention, cross-attention over the encoder output, then the feed-forward network."""
+
+    def __init__(self, config: TinyTransformerConfig, layer_idx: int):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = attention(config, heads, layer_idx, is_causal=True)
+        self.self_attn_residual = residual_sublayer(config)
+        self.encoder_attn = attention(config, heads, layer_idx, is_causal=False)
+        self.encoder_attn_residual = residual_sublayer(config)
+        self.feed_forward = feed_forward(config, config.decoder_ffn_dim)
+        self.feed_forward_residual = residual_sublayer(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: EncoderDecoderCache | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        """(B, Tt, D) -> (B, Tt, D), the encoder output (B, Ts, D) attended to in the middle."""
+        hidden_states = self.attention_sublayer(  # masked self-attention
+            self.self_attn, self.self_attn_residual, hidden_states, attention_mask=attention_mask, cache=cache, **kwargs
+        )
+        hidden_states = self.attention_sublayer(  # cross-attention over the encoder output
+            self.encoder_attn,
+            self.encoder_attn_residual,
+            hidden_states,
+            key_value_states=encoder_hidden_states,
+            attention_mask=encoder_attention_mask,
+            cache=cache,
+            **kwargs,
+        )
+        return self.feed_forward_sublayer(hidden_states)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Encoder and decoder stacks (section 3.1)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class TinyTransformerPreTrainedModel(PreTrainedModel):
+    config_class = TinyTransformerConfig
+    config: TinyTransformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["EncoderLayer", "DecoderLayer"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _can_compile_fullgraph = True
+
+    def _init_weights(self, module: nn.Module):
+        super()._init_weights(module)
+        if isinstance(module, SinusoidalPositionalEncoding):
+            init.copy_(module.pe, sinusoidal_table(module.num_positions, module.d_model))
+
+    def save_pretrained(self, save_directory, *args, push_to_hub: bool = False, **kwargs):
+        """Save as usual, and make the folder work without this package (trust_remote_code=True): config.json's
+        `auto_map` names the base model for AutoModel too, and the translation pipeline's code is copied along.
+
+        Everything is written into a temporary folder first and then moved into `save_directory` one file at a
+        time, so that a failed or killed save never leaves a half-written file where a good one was.
+        """
+        hub_options = {name: kwargs.pop(name) for name in ("repo_id", "commit_message", "create_pr", "private") if name in kwargs}
+        if self._auto_class is not None:
+            base_model = f"{TinyTransformerModel.__module__.split('.')[-1]}.{TinyTransformerModel.__name__}"
+            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": base_model}
+        with staged_folder(save_directory) as staging:
+            super().save_pretrained(staging, *args, **kwargs)
+            pipeline_file = Path(__file__).with_name("pipeline_tiny_transformer.py")
+            if pipeline_file.is_file():
+                shutil.copy(pipeline_file, staging / pipeline_file.name)
+            else:
+                logger.warning("%s is missing: the saved folder will not work with pipeline().", pipeline_file)
+        if push_to_hub:  # the library's push_to_hub saves into a folder of its own and uploads that
+            self.push_to_hub(hub_options.pop("repo_id", Path(save_directory).name), token=kwargs.get("token"), **hub_options)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """As the library's; a folder saved with the layout of versions 0.1.x is an error that names its conversion."""
+        check_layout(Path(pretrained_model_name_or_path, kwargs.get("subfolder") or "", "model.safetensors"))
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
+
+class TransformerStack(TinyTransformerPreTrainedModel):
+    """What encoder and decoder share: token embedding * sqrt(d_model) + positional encoding, then dropout."""
+
+    def __init__(self, config: TinyTransformerConfig, layers: list[TransformerLayer]):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = SinusoidalPositionalEncoding(config.max_position_embeddings, config.d_model)
+        self.layers = nn.ModuleList(layers)
+        # Pre-LN normalizes the stack's output once more; post-LN already ends each layer with a LayerNorm.
+        self.layer_norm = nn.LayerNorm(config.d_model, config.layer_norm_eps) if config.normalize_before else None
+        self.post_init()
+
+    def embed(self, name: str, input_ids: torch.Tensor, past_length: int = 0) -> torch.Tensor:
+        """(B, T) token ids at positions past_length..past_length+T-1 -> (B, T, D) layer input."""
+        check_input_ids(name, input_ids, self.config.vocab_size, self.config.max_position_embeddings, past_length)
+        position_ids = torch.arange(input_ids.shape[1], device=input_ids.device) + past_length  # (T,)
+        token_embeddings = self.embed_tokens(input_ids) * self.embed_scale  # (B, T, D)
+        # The table is made in float32; a model loaded in bfloat16 or float16 adds it in its own dtype.
+        hidden_states = token_embeddings + self.embed_positions(position_ids).to(token_embeddings.dtype)
+        return apply_dropout(hidden_states, self.config.dropout, self.training)
+
+    def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """The pre-LN stack's final LayerNorm; identity for post-LN."""
+        return hidden_states if self.layer_norm is None else self.layer_norm(hidden_states)
+
+
+class TinyTransformerEncoder(TransformerStack):
+    """N encoder layers over the embedded source (paper section 3.1)."""
+
+    _can_record_outputs = {"hidden_states": EncoderLayer, "attentions": MultiHeadAttention}
+
+    def __init__(self, config: TinyTransformerConfig):
+        super().__init__(config, [EncoderLayer(config, i) for i in range(config.encoder_layers)])
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutput:
+        """
+        Args:
+            input_ids: source token ids (B, Ts).
+            attention_mask: (B, Ts), 1 for real tokens and 0 for padding.
+            kwargs: output_attentions, output_hidden_states and the attention function's keyword arguments.
+                generate() hands the encoder every keyword argument it was given: the others are left out here.
+
+        Returns:
+            `BaseModelOutput` with last_hidden_state (B, Ts, D) (the decoder's "memory"), and when asked for
+            hidden_states (embeddings + one per layer) and attentions (one (B, H, Ts, Ts) per layer).
+        """
+        kwargs = {name: value for name, value in kwargs.items() if name in ACCEPTED_KWARGS}
+        check_output_attentions(self.config, kwargs)
+        check_batch_sizes(input_ids=input_ids, attention_mask=attention_mask)
+        check_attention_mask("attention_mask", attention_mask, input_ids.shape)
+        hidden_states = self.embed("input_ids", input_ids)  # (B, Ts, D)
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, mask, **kwargs)
+        return BaseModelOutput(last_hidden_state=self.final_norm(hidden_states))
+
+
+class TinyTransformerDecoder(TransformerStack):
+    """N decoder layers over the embedded, right-shifted target, attending to the encoder output."""
+
+    _can_record_outputs = {
+        "hidden_states": DecoderLayer,
+        "attentions": OutputRecorder(MultiHeadAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(MultiHeadAttention, index=1, layer_name="encoder_attn"),
+    }
+
+    def __init__(self, config: TinyTransformerConfig):
+        super().__init__(config, [DecoderLayer(config, i) for i in range(config.decoder_layers)])
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: EncoderDecoderCache | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """
+        Args:
+            input_ids: target token ids (B, Tt): the whole shifted target, or only the new tokens with a cache.
+            encoder_hidden_states: the encoder output (B, Ts, D).
+            attention_mask: target padding mask (B, past + Tt); the causal mask is added here.
+            encoder_attention_mask: source padding mask (B, Ts).
+            cache: keys/values of earlier steps; created when use_cache is True and none is given.
+
+        Returns:
+            `BaseModelOutputWithPastAndCrossAttentions` with last_hidden_state (B, Tt, D), the cache, and when
+            asked for hidden_states, attentions (B, H, Tt, past + Tt) and cross_attentions (B, H, Tt, Ts).
+        """
+        check_output_attentions(self.config, kwargs)
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        past_length = cache.get_seq_length() if cache is not None else 0
+        batch_size, source_length = encoder_hidden_states.shape[:2]
+        check_attention_mask("decoder_attention_mask", attention_mask, (input_ids.shape[0], past_length + input_ids.shape[1]))
+        check_attention_mask("attention_mask", encoder_attention_mask, (batch_size, source_length))
+        hidden_states = self.embed("decoder_input_ids", input_ids, past_length)  # (B, Tt, D)
+
+        self_attn_cache = cache.self_attention_cache if cache is not None else None
+        causal_mask = create_causal_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, cache=self_attn_cache
+        )
+        cross_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, causal_mask, encoder_hidden_states, cross_mask, cache, **kwargs)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=self.final_norm(hidden_states), cache=cache if use_cache else None
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Decoder inputs from labels (B, T): start token first, labels shifted one step right, -100 -> pad."""
+    decoder_input_ids = labels.new_full(labels.shape, pad_token_id)
+    decoder_input_ids[:, 1:] = labels[:, :-1]
+    decoder_input_ids[:, 0] = decoder_start_token_id
+    return decoder_input_ids.masked_fill(decoder_input_ids == -100, pad_token_id)
+
+
+class TinyTransformerModel(TinyTransformerPreTrainedModel):
+    """The encoder-decoder Transformer without a head; returns the decoder's last hidden state."""
+
+    _tied_weights_keys = {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
+
+    def __init__(self, config: TinyTransformerConfig):
+        super().__init__(config)
+        self.encoder = TinyTransformerEncoder(config)
+        self.decoder = TinyTransformerDecoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding):
+        """Set the source embedding, and the target embedding with it when they are tied (the paper's sharing)."""
+        if not self.config.tie_word_embeddings and value.num_embeddings != self.decoder.embed_tokens.num_embeddings:
+            raise ValueError(
+                "With tie_word_embeddings=False the source and target embeddings are separate matrices; resize "
+                "them both by setting model.encoder.embed_tokens and model.decoder.embed_tokens yourself."
+            )
+        self.encoder.embed_tokens = value
+        if self.config.tie_word_embeddings:
+            self.decoder.embed_tokens = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        cache: Cache | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqModelOutput:
+        """
+        Args:
+            input_ids: source token ids (B, Ts); not needed when `encoder_outputs` is given.
+            attention_mask: source padding mask (B, Ts), 1 for tokens and 0 for padding.
+            decoder_input_ids: target token ids (B, Tt), starting with `decoder_start_token_id`.
+            decoder_attention_mask: target padding mask (B, Tt) (with a cache: (B, past + Tt)).
+            encoder_outputs: the encoder's output, to skip running the encoder again.
+            cache: an `EncoderDecoderCache` of earlier decoding steps.
+            kwargs: output_attentions, output_hidden_states, return_dict, and the attention function's arguments.
+
+        Returns:
+            `Seq2SeqModelOutput`: last_hidden_state (B, Tt, D), cache, decoder/encoder hidden states and
+            attentions, cross_attentions, encoder_last_hidden_state.
+        """
+        check_keyword_arguments(self.forward, kwargs)
+        if decoder_input_ids is None:
+            raise ValueError(
+                "The decoder needs decoder_input_ids: pass labels (decoder inputs are then the labels shifted "
+                "right) or decoder_input_ids starting with decoder_start_token_id, or use generate()."
+            )
+        if encoder_outputs is None:
+            if input_ids is None:
+                raise ValueError("Pass input_ids (the source) or encoder_outputs.")
+            encoder_outputs = self.encoder(input_ids, attention_mask, **kwargs)
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        check_batch_sizes(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            encoder_outputs=encoder_outputs.last_hidden_state,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+        )
+        decoder_outputs = self.decoder(
+            decoder_input_ids,
+            encoder_outputs.last_hidden_state,
+            attention_mask=decoder_attention_mask,
+            encoder_attention_mask=attention_mask,
+            cache=cache,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            cache=decoder_outputs.cache,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, GenerationMixin):
+    """The encoder-decoder Transformer with the pre-softmax linear projection, tied to the embeddings."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.encoder.embed_tokens.weight"}
+
+    def __init__(self, config: TinyTransformerConfig):
+        super().__init__(config)
+        self.model = TinyTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding):
+        self.model.set_input_embeddings(value)
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        cache: Cache | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqLMOutput:
+        """
+        Args:
+            labels: target token ids (B, Tt); -100 marks positions left out of the loss. Without
+                decoder_input_ids, the decoder inputs are the labels shifted right.
+            kwargs: `num_items_in_batch` (passed by Trainer) divides the summed token loss, so that the loss
+                is exact under gradient accumulation; the others as in `TinyTransformerModel.forward`.
+            Other arguments as in `TinyTransformerModel.forward`.
+
+        Returns:
+            `Seq2SeqLMOutput` with loss (when labels are given), logits (B, Tt, V) and the model's outputs.
+        """
+        check_keyword_arguments(self.forward, kwargs)
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        if labels is not None:
+            check_integer_ids("labels", labels)
+            check_batch_sizes(labels=labels, input_ids=input_ids, decoder_input_ids=decoder_input_ids)
+            use_cache = False
+            if decoder_input_ids is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            cache=cache,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, Tt, V)
+        loss = None
+        if labels is not None:
+            loss = fixed_cross_entropy(
+                logits.flatten(0, 1).float(), labels.flatten().to(logits.device), num_items_in_batch
+            )
+        return Seq2SeqLMOutput(loss=loss, logits=logits, **{k: v for k, v in outputs.items() if k != "last_hidden_state"})
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -123,9 +826,20 @@ def check_batch_sizes(**tensors: torch.Tensor | None):
         raise ValueError(f"The batch sizes disagree ({listed}); every tensor needs one row per example.")
 
 
-# What the forwards take as **kwargs: the library's own keyword arguments (Trainer's num_items_in_batch, ...),
-# but not position_ids: positions here follow the tokens and the cache.
-ACCEPTED_KWARGS = frozenset(TransformersKwargs.__annotations__) - {"position_ids"}
+def check_output_attentions(config: TinyTransformerConfig, kwargs: dict):
+    """Attention weights come only from the eager implementation (sdpa never materializes them)."""
+    if kwargs.get("output_attentions", config.output_attentions) and config._attn_implementation != "eager":
+        raise ValueError(
+            f"output_attentions=True needs the eager attention implementation, but this model uses "
+            f"{config._attn_implementation!r}; load it with attn_implementation='eager' or call "
+            "model.set_attn_implementation('eager')."
+        )
+
+
+# What the forwards take as **kwargs: the library's own keyword arguments (Trainer's num_items_in_batch, the
+# output flags, the attention functions' arguments), but not position_ids or is_causal: positions here follow
+# the tokens and the cache, and which attention is causal is the architecture's.
+ACCEPTED_KWARGS = frozenset(TransformersKwargs.__annotations__) - {"position_ids", "is_causal"}
 KWARG_HINTS = {
     "past_key_values": "transformers 5 calls it cache",
     "cache_position": "transformers 5 removed it; leave it out",
@@ -148,347 +862,23 @@ def check_keyword_arguments(forward, kwargs: dict):
     raise TypeError(f"{forward.__qualname__} got unexpected keyword arguments: {'; '.join(hints)}.")
 
 
-def projection(in_features: int, out_features: int) -> Conv1D:
-    """The learned projection x W + b, with W of shape (in_features, out_features) as the paper writes it.
-
-    transformers' `Conv1D` (GPT-2's linear layer; the name is historical) stores W this way round, nn.Linear
-    stores its transpose. x W reads W in the order it lies in memory, which a CPU microbenchmark found faster
-    for one token at a time (in the whole model, within the noise: benchmarks/README.md). PEFT and the
-    quantization integrations know `Conv1D` as they know nn.Linear.
-    """
-    return Conv1D(out_features, in_features)
-
-
-def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """nn.functional.dropout, not called at all when it would return x unchanged (inference, or p = 0)."""
-    return nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Embeddings and positional encoding (paper sections 3.4 and 3.5)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def sinusoidal_table(num_positions: int, d_model: int) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
-
-    Returns:
-        A float32 tensor of shape (num_positions, d_model), sines in even and cosines in odd dimensions.
-    """
-    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
-    angle = position / torch.pow(10000.0, two_i / d_model)  # (P, ceil(D/2))
-    table = torch.zeros(num_positions, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(angle)
-    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
-    return table.float()
-
-
-class SinusoidalPositionalEncoding(nn.Module):
-    """The fixed sinusoidal positional encoding, looked up by position."""
-
-    def __init__(self, num_positions: int, d_model: int):
-        super().__init__()
-        self.num_positions = num_positions
-        self.d_model = d_model
-        # Not saved with the weights: it is a function of the shape. `_init_weights` refills it after loading.
-        self.register_buffer("pe", sinusoidal_table(num_positions, d_model), persistent=False)
-
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        """(T,) position ids -> (T, D) encodings."""
-        return self.pe[position_ids]
+def check_layout(weights_file: Path):
+    """Raise an OSError when a local weights file has the parameter layout of version 0.1.x (keys and values
+    projected by one `kv_proj`, projections stored (in, out)): loaded as it is, it would fail on the feed-forward
+    shapes, or with square projections only, load them silently transposed."""
+    if not weights_file.is_file():  # a Hub id, or a folder the library will report on
+        return
+    with safe_open(weights_file, framework="pt") as weights:
+        if any(key.endswith("kv_proj.weight") for key in weights.keys()):
+            folder = weights_file.parent
+            raise OSError(
+                f"{folder} was saved with the parameter layout of hf-tiny-transformer 0.1.x (kv_proj); convert it "
+                f"once, in place, with: python -m hf_tiny_transformer.upgrade {folder}"
+            )
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Multi-head scaled dot-product attention (paper section 3.2)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, written out so that the weights can be returned.
-
-    Args:
-        query: (B, H, Tq, Dh); key, value: (B, H, Tk, Dh).
-        attention_mask: additive mask broadcastable to (B, H, Tq, Tk): 0 where allowed, a large negative
-            number where masked, or None.
-
-    Returns:
-        The attended values (B, Tq, H, Dh) and the attention weights (B, H, Tq, Tk).
-    """
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, H, Tq, Tk)
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    weights = nn.functional.softmax(scores, dim=-1)
-    weights = apply_dropout(weights, dropout, module.training)
-    output = torch.matmul(weights, value)  # (B, H, Tq, Dh)
-    return output.transpose(1, 2).contiguous(), weights  # (B, Tq, H, Dh)
-
-
-class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
-
-    Self-attention when `key_value_states` is None, otherwise cross-attention (decoder queries over the
-    encoder output, the paper's "memory"). The attention function is chosen by
-    `config._attn_implementation` ("sdpa" by default, "eager" to return the attention weights); the config
-    is read for nothing else.
-
-    Args:
-        d_model: model width; the h heads each get d_k = d_v = d_model / h dimensions.
-        num_heads: number of heads h.
-        attention_dropout: dropout on the attention weights while training.
-        is_causal: True for the decoder's masked self-attention.
-        layer_idx: index of the layer in its stack, the key of this layer in the cache.
-        config: the model config, for the attention implementation.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        attention_dropout: float,
-        is_causal: bool,
-        layer_idx: int,
-        config: TinyTransformerConfig,
-    ):
-        super().__init__()
-        self.num_heads = num_heads
-        self.head_dim = d_model // num_heads
-        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
-        self.attention_dropout = attention_dropout
-        self.is_causal = is_causal
-        self.layer_idx = layer_idx
-        self.config = config
-        self.q_proj = projection(d_model, d_model)  # W^Q of all heads side by side, (D, D)
-        # W^K and W^V side by side in one (D, 2 D) matrix: one matrix multiply projects both.
-        self.kv_proj = projection(d_model, 2 * d_model)
-        self.out_proj = projection(d_model, d_model)  # W^O, (D, D)
-
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) -> (B, H, T, Dh)."""
-        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
-
-    def project_keys_and_values(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, Tk, D) -> keys and values, (B, H, Tk, Dh) each."""
-        key, value = self.kv_proj(source).chunk(2, dim=-1)  # (B, Tk, D) each
-        return self.split_heads(key), self.split_heads(value)
-
-    def keys_and_values(
-        self, source: torch.Tensor, cache: EncoderDecoderCache | None, is_cross_attention: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Project keys and values, (B, H, Tk, Dh) each, through the cache when there is one.
-
-        Self-attention appends this step's keys/values to the cache and attends over all of them;
-        cross-attention projects the encoder output once per sequence and reuses it at every later step.
-        """
-        if cache is None:
-            return self.project_keys_and_values(source)
-        if is_cross_attention:
-            layer_cache = cache.cross_attention_cache
-            if cache.is_updated.get(self.layer_idx):
-                layer = layer_cache.layers[self.layer_idx]
-                return layer.keys, layer.values
-            cache.is_updated[self.layer_idx] = True
-        else:
-            layer_cache = cache.self_attention_cache
-        return layer_cache.update(*self.project_keys_and_values(source), self.layer_idx)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        key_value_states: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        cache: EncoderDecoderCache | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """
-        Args:
-            hidden_states: queries' source, (B, Tq, D).
-            key_value_states: the encoder output (B, Tk, D) for cross-attention, None for self-attention.
-            attention_mask: mask made by `transformers.masking_utils` for the attention implementation.
-            cache: the `EncoderDecoderCache` while generating, else None.
-            output_attentions: return the attention weights (needs the eager implementation).
-
-        Returns:
-            The output (B, Tq, D) and the weights (B, H, Tq, Tk), or None when not asked for.
-        """
-        is_cross_attention = key_value_states is not None
-        source = key_value_states if is_cross_attention else hidden_states
-        query = self.split_heads(self.q_proj(hidden_states))  # (B, H, Tq, Dh)
-        key, value = self.keys_and_values(source, cache, is_cross_attention)  # (B, H, Tk, Dh)
-
-        attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
-        output, weights = attention(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            scaling=self.scaling,
-            dropout=self.attention_dropout if self.training else 0.0,
-        )  # (B, Tq, H, Dh)
-        output = output.reshape(*hidden_states.shape[:-1], -1)  # (B, Tq, D): concatenate the heads
-        return self.out_proj(output), (weights if output_attentions else None)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Position-wise feed-forward network (paper section 3.3)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position separately.
-
-    Args:
-        d_model: input and output width.
-        ffn_dim: inner width d_ff.
-        activation: name of the activation in `transformers.activations.ACT2FN` ("relu" in the paper).
-        activation_dropout: dropout after the activation while training (not in the paper).
-    """
-
-    def __init__(self, d_model: int, ffn_dim: int, activation: str, activation_dropout: float):
-        super().__init__()
-        self.fc1 = projection(d_model, ffn_dim)  # W_1, (D, F)
-        self.activation_fn = ACT2FN[activation]
-        self.activation_dropout = activation_dropout
-        self.fc2 = projection(ffn_dim, d_model)  # W_2, (F, D)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) -> (B, T, D)."""
-        hidden_states = self.activation_fn(self.fc1(hidden_states))  # (B, T, F)
-        hidden_states = apply_dropout(hidden_states, self.activation_dropout, self.training)
-        return self.fc2(hidden_states)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Encoder and decoder layers (paper section 3.1, Figure 1)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-class ResidualSublayer(nn.Module):
-    """The residual connection, dropout and LayerNorm around a sub-layer.
-
-    Post-LN (the paper): LayerNorm(x + Dropout(Sublayer(x))). Pre-LN: x + Dropout(Sublayer(LayerNorm(x))).
-    Call `before` on the sub-layer's input and `after` on its output.
-    """
-
-    def __init__(self, d_model: int, dropout: float, layer_norm_eps: float, normalize_before: bool):
-        super().__init__()
-        self.layer_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = dropout
-        self.normalize_before = normalize_before
-
-    def before(self, residual: torch.Tensor) -> torch.Tensor:
-        """The sub-layer's input: LayerNorm(x) for pre-LN, x for post-LN."""
-        return self.layer_norm(residual) if self.normalize_before else residual
-
-    def after(self, residual: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        """x + Dropout(Sublayer(...)), followed by LayerNorm for post-LN."""
-        hidden_states = residual + apply_dropout(sublayer_output, self.dropout, self.training)
-        return hidden_states if self.normalize_before else self.layer_norm(hidden_states)
-
-
-class EncoderLayer(GradientCheckpointingLayer):
-    """Self-attention, then the feed-forward network, each inside a residual connection and LayerNorm."""
-
-    def __init__(self, config: TinyTransformerConfig, layer_idx: int):
-        super().__init__()
-        d_model = config.d_model
-        residual = (d_model, config.dropout, config.layer_norm_eps, config.normalize_before)
-        self.self_attn = MultiHeadAttention(
-            d_model, config.encoder_attention_heads, config.attention_dropout, False, layer_idx, config
-        )
-        self.self_attn_residual = ResidualSublayer(*residual)
-        self.feed_forward = PositionwiseFeedForward(
-            d_model, config.encoder_ffn_dim, config.activation_function, config.activation_dropout
-        )
-        self.feed_forward_residual = ResidualSublayer(*residual)
-
-    def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(B, Ts, D) -> (B, Ts, D), and the self-attention weights (B, H, Ts, Ts) when asked for."""
-        # Self-attention
-        residual = hidden_states
-        hidden_states, attn_weights = self.self_attn(
-            self.self_attn_residual.before(residual),
-            attention_mask=attention_mask,
-            output_attentions=output_attentions,
-        )
-        hidden_states = self.self_attn_residual.after(residual, hidden_states)
-
-        # Feed-forward
-        residual = hidden_states
-        hidden_states = self.feed_forward(self.feed_forward_residual.before(residual))
-        hidden_states = self.feed_forward_residual.after(residual, hidden_states)
-        return hidden_states, attn_weights
-
-
-class DecoderLayer(GradientCheckpointingLayer):
-    """Masked self-attention, cross-attention over the encoder output, then the feed-forward network."""
-
-    def __init__(self, config: TinyTransformerConfig, layer_idx: int):
-        super().__init__()
-        d_model, heads = config.d_model, config.decoder_attention_heads
-        residual = (d_model, config.dropout, config.layer_norm_eps, config.normalize_before)
-        self.self_attn = MultiHeadAttention(d_model, heads, config.attention_dropout, True, layer_idx, config)
-        self.self_attn_residual = ResidualSublayer(*residual)
-        self.encoder_attn = MultiHeadAttention(d_model, heads, config.attention_dropout, False, layer_idx, config)
-        self.encoder_attn_residual = ResidualSublayer(*residual)
-        self.feed_forward = PositionwiseFeedForward(
-            d_model, config.decoder_ffn_dim, config.activation_function, config.activation_dropout
-        )
-        self.feed_forward_residual = ResidualSublayer(*residual)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        encoder_hidden_states: torch.Tensor,
-        encoder_attention_mask: torch.Tensor | None,
-        cache: EncoderDecoderCache | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """(B, Tt, D) -> (B, Tt, D), plus self-attention (B, H, Tt, Tt) and cross-attention (B, H, Tt, Ts)
-        weights when asked for."""
-        # Masked self-attention
-        residual = hidden_states
-        hidden_states, self_attn_weights = self.self_attn(
-            self.self_attn_residual.before(residual),
-            attention_mask=attention_mask,
-            cache=cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states = self.self_attn_residual.after(residual, hidden_states)
-
-        # Cross-attention over the encoder output
-        residual = hidden_states
-        hidden_states, cross_attn_weights = self.encoder_attn(
-            self.encoder_attn_residual.before(residual),
-            key_value_states=encoder_hidden_states,
-            attention_mask=encoder_attention_mask,
-            cache=cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states = self.encoder_attn_residual.after(residual, hidden_states)
-
-        # Feed-forward
-        residual = hidden_states
-        hidden_states = self.feed_forward(self.feed_forward_residual.before(residual))
-        hidden_states = self.feed_forward_residual.after(residual, hidden_states)
-        return hidden_states, self_attn_weights, cross_attn_weights
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Encoder and decoder stacks
+# Saving: all or nothing
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -511,405 +901,6 @@ def staged_folder(folder: str | os.PathLike):
             os.replace(staging / relative, folder / relative)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-class TinyTransformerPreTrainedModel(PreTrainedModel):
-    config_class = TinyTransformerConfig
-    config: TinyTransformerConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
-    supports_gradient_checkpointing = True
-    _no_split_modules = ["EncoderLayer", "DecoderLayer"]
-    _supports_sdpa = True
-    _supports_flash_attn = True
-    _supports_flex_attn = True
-    _can_compile_fullgraph = True
-
-    def save_pretrained(self, save_directory, *args, push_to_hub: bool = False, **kwargs):
-        """Save as usual, and make the folder work without this package (trust_remote_code=True): config.json's
-        `auto_map` names the base model for AutoModel too, and the translation pipeline's code is copied along.
-
-        Everything is written into a temporary folder first and then moved into `save_directory` one file at a
-        time, so that a failed or killed save never leaves a half-written file where a good one was.
-        """
-        hub_options = {name: kwargs.pop(name) for name in ("repo_id", "commit_message", "create_pr", "private") if name in kwargs}
-        if self._auto_class is not None:
-            base_model = f"{TinyTransformerModel.__module__.split('.')[-1]}.{TinyTransformerModel.__name__}"
-            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": base_model}
-        with staged_folder(save_directory) as staging:
-            super().save_pretrained(staging, *args, **kwargs)
-            pipeline_file = Path(__file__).with_name("pipeline_tiny_transformer.py")
-            if pipeline_file.is_file():
-                shutil.copy(pipeline_file, staging / pipeline_file.name)
-            else:
-                logger.warning("%s is missing: the saved folder will not work with pipeline().", pipeline_file)
-        if push_to_hub:  # the library's push_to_hub saves into a folder of its own and uploads that
-            self.push_to_hub(hub_options.pop("repo_id", Path(save_directory).name), token=kwargs.get("token"), **hub_options)
-
-    def _init_weights(self, module: nn.Module):
-        super()._init_weights(module)
-        if isinstance(module, Conv1D):  # the library initializes nn.Linear, not its transposed twin
-            init.normal_(module.weight, mean=0.0, std=self.config.init_std)
-            init.zeros_(module.bias)
-        if isinstance(module, SinusoidalPositionalEncoding):
-            init.copy_(module.pe, sinusoidal_table(module.num_positions, module.d_model))
-
-
-class TransformerStack(nn.Module):
-    """What encoder and decoder share: token embedding * sqrt(d_model) + positional encoding, then dropout."""
-
-    def __init__(self, config: TinyTransformerConfig):
-        super().__init__()
-        self.config = config
-        self.vocab_size = config.vocab_size
-        self.max_positions = config.max_position_embeddings
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
-        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_positions = SinusoidalPositionalEncoding(config.max_position_embeddings, config.d_model)
-        self.dropout = config.dropout
-        # Pre-LN normalizes the stack's output once more; post-LN already ends each layer with a LayerNorm.
-        self.layer_norm = nn.LayerNorm(config.d_model, config.layer_norm_eps) if config.normalize_before else None
-
-    def embed(self, name: str, input_ids: torch.Tensor, past_length: int = 0) -> torch.Tensor:
-        """(B, T) token ids at positions past_length..past_length+T-1 -> (B, T, D) layer input."""
-        check_input_ids(name, input_ids, self.vocab_size, self.max_positions, past_length)
-        position_ids = torch.arange(input_ids.shape[1], device=input_ids.device) + past_length  # (T,)
-        token_embeddings = self.embed_tokens(input_ids) * self.embed_scale  # (B, T, D)
-        # The table is made in float32; a model loaded in bfloat16 or float16 adds it in its own dtype.
-        hidden_states = token_embeddings + self.embed_positions(position_ids).to(token_embeddings.dtype)
-        return apply_dropout(hidden_states, self.dropout, self.training)
-
-    def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """The pre-LN stack's final LayerNorm; identity for post-LN."""
-        return hidden_states if self.layer_norm is None else self.layer_norm(hidden_states)
-
-
-def check_output_attentions(config: TinyTransformerConfig, output_attentions: bool):
-    """Attention weights come only from the eager implementation (sdpa never materializes them)."""
-    if output_attentions and config._attn_implementation != "eager":
-        raise ValueError(
-            f"output_attentions=True needs the eager attention implementation, but this model uses "
-            f"{config._attn_implementation!r}; load it with attn_implementation='eager' or call "
-            "model.set_attn_implementation('eager')."
-        )
-
-
-class TinyTransformerEncoder(TransformerStack):
-    """N encoder layers over the embedded source (paper section 3.1)."""
-
-    def __init__(self, config: TinyTransformerConfig):
-        super().__init__(config)
-        self.layers = nn.ModuleList([EncoderLayer(config, i) for i in range(config.encoder_layers)])
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        return_dict: bool = True,
-        **kwargs,
-    ) -> BaseModelOutput | tuple:
-        """
-        Args:
-            input_ids: source token ids (B, Ts).
-            attention_mask: (B, Ts), 1 for real tokens and 0 for padding.
-
-        Returns:
-            `BaseModelOutput` with last_hidden_state (B, Ts, D) (the decoder's "memory"), and when asked for
-            hidden_states (embeddings + one per layer) and attentions (one (B, H, Ts, Ts) per layer).
-        """
-        # No check of **kwargs here: generate() hands the encoder every model keyword argument it was given.
-        check_output_attentions(self.config, output_attentions)
-        check_batch_sizes(input_ids=input_ids, attention_mask=attention_mask)
-        check_attention_mask("attention_mask", attention_mask, input_ids.shape)
-        hidden_states = self.embed("input_ids", input_ids)  # (B, Ts, D)
-        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
-
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layers:
-            hidden_states, attn_weights = layer(hidden_states, mask, output_attentions)
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            if output_attentions:
-                all_attentions += (attn_weights,)
-        hidden_states = self.final_norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states = all_hidden_states[:-1] + (hidden_states,)
-
-        output = BaseModelOutput(
-            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
-        )
-        return output if return_dict else output.to_tuple()
-
-
-class TinyTransformerDecoder(TransformerStack):
-    """N decoder layers over the embedded, right-shifted target, attending to the encoder output."""
-
-    def __init__(self, config: TinyTransformerConfig):
-        super().__init__(config)
-        self.layers = nn.ModuleList([DecoderLayer(config, i) for i in range(config.decoder_layers)])
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor,
-        encoder_hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        cache: EncoderDecoderCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """
-        Args:
-            input_ids: target token ids (B, Tt): the whole shifted target, or only the new tokens with a cache.
-            encoder_hidden_states: the encoder output (B, Ts, D).
-            attention_mask: target padding mask (B, past + Tt); the causal mask is added here.
-            encoder_attention_mask: source padding mask (B, Ts).
-            cache: keys/values of earlier steps; created when use_cache is True and none is given.
-
-        Returns:
-            `BaseModelOutputWithPastAndCrossAttentions` with last_hidden_state (B, Tt, D), the cache, and when
-            asked for hidden_states, attentions (B, H, Tt, past + Tt) and cross_attentions (B, H, Tt, Ts).
-        """
-        check_output_attentions(self.config, output_attentions)
-        if use_cache and cache is None:
-            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
-        past_length = cache.get_seq_length() if cache is not None else 0
-        batch_size, source_length = encoder_hidden_states.shape[:2]
-        check_attention_mask("decoder_attention_mask", attention_mask, (input_ids.shape[0], past_length + input_ids.shape[1]))
-        check_attention_mask("attention_mask", encoder_attention_mask, (batch_size, source_length))
-        hidden_states = self.embed("decoder_input_ids", input_ids, past_length)  # (B, Tt, D)
-
-        self_attn_cache = cache.self_attention_cache if cache is not None else None
-        causal_mask = create_causal_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, cache=self_attn_cache
-        )
-        cross_mask = create_bidirectional_mask(
-            config=self.config,
-            inputs_embeds=hidden_states,
-            attention_mask=encoder_attention_mask,
-            encoder_hidden_states=encoder_hidden_states,
-        )
-
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_self_attentions = () if output_attentions else None
-        all_cross_attentions = () if output_attentions else None
-        for layer in self.layers:
-            hidden_states, self_attn_weights, cross_attn_weights = layer(
-                hidden_states, causal_mask, encoder_hidden_states, cross_mask, cache, output_attentions
-            )
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            if output_attentions:
-                all_self_attentions += (self_attn_weights,)
-                all_cross_attentions += (cross_attn_weights,)
-        hidden_states = self.final_norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states = all_hidden_states[:-1] + (hidden_states,)
-
-        return BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden_states,
-            cache=cache if use_cache else None,
-            hidden_states=all_hidden_states,
-            attentions=all_self_attentions,
-            cross_attentions=all_cross_attentions,
-        )
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Models
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
-    """Decoder inputs from labels (B, T): start token first, labels shifted one step right, -100 -> pad."""
-    decoder_input_ids = labels.new_full(labels.shape, pad_token_id)
-    decoder_input_ids[:, 1:] = labels[:, :-1]
-    decoder_input_ids[:, 0] = decoder_start_token_id
-    return decoder_input_ids.masked_fill(decoder_input_ids == -100, pad_token_id)
-
-
-class TinyTransformerModel(TinyTransformerPreTrainedModel):
-    """The encoder-decoder Transformer without a head; returns the decoder's last hidden state."""
-
-    _tied_weights_keys = {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
-
-    def __init__(self, config: TinyTransformerConfig):
-        super().__init__(config)
-        self.encoder = TinyTransformerEncoder(config)
-        self.decoder = TinyTransformerDecoder(config)
-        self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.encoder.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding):
-        """Set the source embedding, and the target embedding with it when they are tied (the paper's sharing)."""
-        if not self.config.tie_word_embeddings and value.num_embeddings != self.decoder.embed_tokens.num_embeddings:
-            raise ValueError(
-                "With tie_word_embeddings=False the source and target embeddings are separate matrices; resize "
-                "them both by setting model.encoder.embed_tokens and model.decoder.embed_tokens yourself."
-            )
-        self.encoder.embed_tokens = value
-        self.decoder.embed_tokens = value if self.config.tie_word_embeddings else self.decoder.embed_tokens
-        self.encoder.vocab_size = self.decoder.vocab_size = value.num_embeddings
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.LongTensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: BaseModelOutput | tuple | None = None,
-        cache: Cache | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> Seq2SeqModelOutput | tuple:
-        """
-        Args:
-            input_ids: source token ids (B, Ts); not needed when `encoder_outputs` is given.
-            attention_mask: source padding mask (B, Ts), 1 for tokens and 0 for padding.
-            decoder_input_ids: target token ids (B, Tt), starting with `decoder_start_token_id`.
-            decoder_attention_mask: target padding mask (B, Tt) (with a cache: (B, past + Tt)).
-            encoder_outputs: the encoder's output, to skip running the encoder again.
-            cache: an `EncoderDecoderCache` of earlier decoding steps.
-
-        Returns:
-            `Seq2SeqModelOutput`: last_hidden_state (B, Tt, D), cache, decoder/encoder hidden states and
-            attentions, cross_attentions, encoder_last_hidden_state.
-        """
-        check_keyword_arguments(self.forward, kwargs)
-        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
-        use_cache = use_cache if use_cache is not None else self.config.use_cache
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        if decoder_input_ids is None:
-            raise ValueError(
-                "The decoder needs decoder_input_ids: pass labels (decoder inputs are then the labels shifted "
-                "right) or decoder_input_ids starting with decoder_start_token_id, or use generate()."
-            )
-
-        if encoder_outputs is None:
-            if input_ids is None:
-                raise ValueError("Pass input_ids (the source) or encoder_outputs.")
-            encoder_outputs = self.encoder(
-                input_ids, attention_mask, output_attentions, output_hidden_states, return_dict=True
-            )
-        elif not isinstance(encoder_outputs, BaseModelOutput):
-            encoder_outputs = BaseModelOutput(*encoder_outputs)
-        check_batch_sizes(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            encoder_outputs=encoder_outputs.last_hidden_state,
-            decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask,
-        )
-
-        decoder_outputs = self.decoder(
-            decoder_input_ids,
-            encoder_outputs.last_hidden_state,
-            attention_mask=decoder_attention_mask,
-            encoder_attention_mask=attention_mask,
-            cache=cache,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        output = Seq2SeqModelOutput(
-            last_hidden_state=decoder_outputs.last_hidden_state,
-            cache=decoder_outputs.cache,
-            decoder_hidden_states=decoder_outputs.hidden_states,
-            decoder_attentions=decoder_outputs.attentions,
-            cross_attentions=decoder_outputs.cross_attentions,
-            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
-            encoder_hidden_states=encoder_outputs.hidden_states,
-            encoder_attentions=encoder_outputs.attentions,
-        )
-        return output if return_dict else output.to_tuple()
-
-
-class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, GenerationMixin):
-    """The encoder-decoder Transformer with the pre-softmax linear projection, tied to the embeddings."""
-
-    _tied_weights_keys = {"lm_head.weight": "model.encoder.embed_tokens.weight"}
-
-    def __init__(self, config: TinyTransformerConfig):
-        super().__init__(config)
-        self.model = TinyTransformerModel(config)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, value: nn.Embedding):
-        self.model.set_input_embeddings(value)
-
-    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
-        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.LongTensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: BaseModelOutput | tuple | None = None,
-        cache: Cache | None = None,
-        labels: torch.LongTensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> Seq2SeqLMOutput | tuple:
-        """
-        Args:
-            labels: target token ids (B, Tt); -100 marks positions left out of the loss. Without
-                decoder_input_ids, the decoder inputs are the labels shifted right.
-            kwargs: `num_items_in_batch` (passed by Trainer) divides the summed token loss, so that the loss
-                is exact under gradient accumulation.
-            Other arguments as in `TinyTransformerModel.forward`.
-
-        Returns:
-            `Seq2SeqLMOutput` with loss (when labels are given), logits (B, Tt, V) and the model's outputs.
-        """
-        check_keyword_arguments(self.forward, kwargs)
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        if labels is not None:
-            check_integer_ids("labels", labels)
-            check_batch_sizes(labels=labels, input_ids=input_ids, decoder_input_ids=decoder_input_ids)
-            use_cache = False
-            if decoder_input_ids is None:
-                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        outputs = self.model(
-            input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask,
-            encoder_outputs=encoder_outputs,
-            cache=cache,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, Tt, V)
-        loss = None
-        if labels is not None:
-            loss = fixed_cross_entropy(
-                logits.flatten(0, 1).float(), labels.flatten().to(logits.device), kwargs.get("num_items_in_batch")
-            )
-        output = Seq2SeqLMOutput(loss=loss, logits=logits, **{k: v for k, v in outputs.items() if k != "last_hidden_state"})
-        return output if return_dict else output.to_tuple()
 
 
 __all__ = [

@@ -187,3 +187,38 @@ def assert_one_line_error(result: ScriptResult, *fragments: str, code: int = 2):
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture(scope="session")
+def demo_files(tmp_path_factory):
+    """The demo corpus as parallel text files: train (all), a 40-pair validation split, and test."""
+    from hf_tiny_transformer.demo_corpus import make_demo_corpus
+
+    folder = tmp_path_factory.mktemp("demo_data")
+    corpus = make_demo_corpus(seed=0)
+    splits = {"train": corpus["train"], "validation": corpus["test"][:40], "test": corpus["test"]}
+    for split, pairs in splits.items():
+        (folder / f"{split}.en").write_text("".join(p.english + "\n" for p in pairs), encoding="utf-8")
+        (folder / f"{split}.ja").write_text("".join(p.japanese + "\n" for p in pairs), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def trained_demo_model(demo_files, tmp_path_factory):
+    """The hub folder of a model trained by training/train.py on the demo corpus: a smaller `make demo`
+    (d_model 64, 2+2 layers, 350 steps of 64 pairs, about half a minute), shared by the tests that need a model
+    that has really learned something."""
+    sys.path.insert(0, str(ROOT / "training"))
+    import train
+
+    out = tmp_path_factory.mktemp("trained_demo")
+    arguments = [
+        "--preset", "tiny", "--vocab_size", "600",
+        "--config_overrides", "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,decoder_layers=2,max_position_embeddings=64",
+        "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
+        "--output_dir", str(out), "--per_device_train_batch_size", "64", "--max_steps", "350", "--warmup_steps", "100",
+        "--learning_rate", "0.003", "--save_strategy", "no", "--use_cpu", "true", "--disable_tqdm", "true",
+        "--report_to", "none", "--seed", "0",
+    ]  # fmt: skip
+    assert train.main(arguments) == 0
+    return out / "hub"

@@ -1,7 +1,7 @@
 """generate(): greedy, beam and sampling, with and without the key/value cache, and the static cache."""
 
 import torch
-from transformers import EncoderDecoderCache
+from transformers import EncoderDecoderCache, LogitsProcessor, LogitsProcessorList
 
 from conftest import tiny_model
 
@@ -61,12 +61,28 @@ def test_sampling_is_seeded_and_stays_in_the_vocabulary(model):
     assert first.min() >= 0 and first.max() < 50
 
 
-def test_generation_stops_at_eos_and_pads_after_it():
-    model = tiny_model()
-    out = model.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=30)
-    for row in out.tolist():
-        if 2 in row:
-            assert set(row[row.index(2) + 1 :]) <= {0}
+class EndRowAfter(LogitsProcessor):
+    """Makes </s> row i's (i + 1)-th new token and no other, so that the rows of a batch end at different steps."""
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        for row in range(scores.shape[0]):
+            if input_ids.shape[1] == row + 1:
+                scores[row] = float("-inf")
+                scores[row, 2] = 0.0
+            else:
+                scores[row, 2] = float("-inf")
+        return scores
+
+
+def test_generation_stops_at_eos_and_pads_after_it(model):
+    out = model.generate(
+        input_ids=SOURCE, attention_mask=MASK, max_new_tokens=30, logits_processor=LogitsProcessorList([EndRowAfter()])
+    )
+    assert out.shape == (3, 4)  # the longest row: <s>, two tokens, </s>; then generation stops
+    for row in range(3):
+        assert out[row, row + 1] == 2  # </s> where it was forced
+        assert 2 not in out[row, : row + 1].tolist()
+        assert out[row, row + 2 :].tolist() == [0] * (2 - row)  # padding after it
 
 
 def test_cache_appends_self_attention_and_computes_cross_attention_once(model):

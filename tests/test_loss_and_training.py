@@ -21,14 +21,13 @@ def test_loss_is_mean_cross_entropy_over_labelled_tokens_and_ignores_minus_100(m
     kept = labels != -100
     expected = torch.nn.functional.cross_entropy(logits[kept], labels[kept])
     torch.testing.assert_close(out.loss, expected)
-    # what stands at an ignored position changes nothing
+    # what the decoder reads at a position whose label is -100 changes that position's logits, not the loss
     decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
-    other = labels.clone()
-    other[1, 3] = 7
-    assert torch.equal(
-        other != -100, torch.tensor([[True] * 4, [True, True, False, True]])
-    )
-    again = model(**{**batch, "labels": labels}, decoder_input_ids=decoder_input_ids)
+    changed = decoder_input_ids.clone()
+    changed[1, 3] = 7  # row 1's labels are [14, 2, -100, -100]
+    again = model(**batch, decoder_input_ids=changed)
+    assert not torch.allclose(again.logits[1, 3], out.logits[1, 3])
+    torch.testing.assert_close(again.logits[1, :3], out.logits[1, :3])
     torch.testing.assert_close(again.loss, out.loss)
 
 
@@ -111,3 +110,14 @@ def test_a_tiny_model_overfits_a_few_pairs_until_greedy_reproduces_them():
     generated = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8)
     for i, (_, target) in enumerate(pairs):
         assert generated[i, 1 : len(target) + 2].tolist() == target + [2]
+
+
+def test_the_padding_row_gets_gradient_only_through_the_output_projection(batch):
+    """The header's difference 3: nn.Embedding's padding_idx stops the lookup's gradient, not the tied lm_head's."""
+    for tied in (True, False):
+        model = tiny_model(tie_word_embeddings=tied, dropout=0.0)
+        model.train()
+        model(**batch).loss.backward()
+        embedding_gradient = model.model.encoder.embed_tokens.weight.grad[0]
+        assert bool(embedding_gradient.abs().sum() > 0) is tied
+        assert model.lm_head.weight.grad[0].abs().sum() > 0

@@ -21,25 +21,38 @@ def test_sinusoidal_table_is_the_papers_formula_interleaved():
             assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-7)
 
 
+def linear(module, x):
+    """x W^T + b in float64: nn.Linear stores W as (out, in)."""
+    return x.double() @ module.weight.double().T + module.bias.double()
+
+
 def reference_attention(module, query_source, key_source, mask):
     """softmax(Q K^T / sqrt(d_k)) V per head, heads concatenated, times W^O: float64, from the formula."""
     heads, d_k = module.num_heads, module.head_dim
-
-    def project(weight, bias, x):  # x W + b, W of shape (in, out)
-        return x.double() @ weight.double() + bias.double()
-
-    d_model = heads * d_k
-    w_k, w_v = module.kv_proj.weight[:, :d_model], module.kv_proj.weight[:, d_model:]  # W^K and W^V, side by side
-    b_k, b_v = module.kv_proj.bias[:d_model], module.kv_proj.bias[d_model:]
-    q = project(module.q_proj.weight, module.q_proj.bias, query_source)
-    k, v = project(w_k, b_k, key_source), project(w_v, b_v, key_source)
+    q, k, v = linear(module.q_proj, query_source), linear(module.k_proj, key_source), linear(module.v_proj, key_source)
     outputs = []
     for h in range(heads):
         columns = slice(h * d_k, (h + 1) * d_k)
         scores = q[:, :, columns] @ k[:, :, columns].transpose(1, 2) / math.sqrt(d_k)
         scores = scores.masked_fill(~mask, float("-inf"))
         outputs.append(torch.softmax(scores, dim=-1) @ v[:, :, columns])
-    return project(module.out_proj.weight, module.out_proj.bias, torch.cat(outputs, dim=-1))
+    return linear(module.out_proj, torch.cat(outputs, dim=-1))
+
+
+def layer_norm(x, norm):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], norm.weight.double(), norm.bias.double(), norm.eps)
+
+
+def reference_feed_forward(module, x):
+    """max(0, x W_1 + b_1) W_2 + b_2 in float64."""
+    return linear(module.fc2, torch.relu(linear(module.fc1, x)))
+
+
+def around(residual_sublayer, x, sublayer):
+    """Post-LN: LayerNorm(x + Sublayer(x)); pre-LN: x + Sublayer(LayerNorm(x)) (float64, no dropout)."""
+    if residual_sublayer.normalize_before:
+        return x + sublayer(layer_norm(x, residual_sublayer.layer_norm))
+    return layer_norm(x + sublayer(x), residual_sublayer.layer_norm)
 
 
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
@@ -49,7 +62,7 @@ def test_attention_matches_a_float64_reference(implementation):
     torch.manual_seed(0)
     config = tiny_config()
     config._attn_implementation = implementation
-    attention = MultiHeadAttention(32, 4, 0.0, True, 0, config).eval()
+    attention = MultiHeadAttention(32, 4, attention_dropout=0.0, is_causal=True, layer_idx=0, config=config).eval()
     x = torch.randn(2, 5, 32)
     padding = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
     mask = create_causal_mask(config=config, inputs_embeds=x, attention_mask=padding, cache=None)
@@ -70,21 +83,38 @@ def test_attention_matches_a_float64_reference(implementation):
     )
 
 
-def test_encoder_layer_matches_a_float64_reference_of_the_paper():
-    """LayerNorm(x + MultiHead(x)), then LayerNorm(x + max(0, x W1 + b1) W2 + b2), in float64."""
-    model = tiny_model()
-    layer = model.model.encoder.layers[0]
+@pytest.mark.parametrize("normalize_before", [False, True])
+def test_encoder_layer_matches_a_float64_reference_of_the_paper(normalize_before):
+    """Post-LN: LayerNorm(x + MultiHead(x)), then LayerNorm(x + FFN(x)); pre-LN: x + MultiHead(LayerNorm(x)), ..."""
+    layer = tiny_model(normalize_before=normalize_before).model.encoder.layers[0]
     x = torch.randn(1, 4, 32)
-    output, _ = layer(x, None)
-
-    def layer_norm(y, norm):
-        return torch.nn.functional.layer_norm(y, (32,), norm.weight.double(), norm.bias.double(), norm.eps)
-
     everywhere = torch.ones(1, 4, 4, dtype=torch.bool)
-    h = layer_norm(x.double() + reference_attention(layer.self_attn, x, x, everywhere), layer.self_attn_residual.layer_norm)
-    ff = layer.feed_forward
-    inner = torch.relu(h @ ff.fc1.weight.double() + ff.fc1.bias.double())
-    h = layer_norm(h + inner @ ff.fc2.weight.double() + ff.fc2.bias.double(), layer.feed_forward_residual.layer_norm)
+    h = around(layer.self_attn_residual, x.double(), lambda y: reference_attention(layer.self_attn, y, y, everywhere))
+    h = around(layer.feed_forward_residual, h, lambda y: reference_feed_forward(layer.feed_forward, y))
+    torch.testing.assert_close(layer(x, None).double(), h, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("normalize_before", [False, True])
+def test_decoder_layer_matches_a_float64_reference_of_the_paper(normalize_before):
+    """Masked self-attention, cross-attention over the memory (with its padding), feed-forward: each in its
+    residual connection and LayerNorm, in float64."""
+    from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+
+    model = tiny_model(normalize_before=normalize_before)
+    layer = model.model.decoder.layers[1]
+    x, memory = torch.randn(2, 4, 32), torch.randn(2, 3, 32)
+    memory_padding = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    causal = create_causal_mask(config=model.config, inputs_embeds=x, attention_mask=None, cache=None)
+    cross = create_bidirectional_mask(
+        config=model.config, inputs_embeds=x, attention_mask=memory_padding, encoder_hidden_states=memory
+    )
+    output = layer(x, causal, memory, cross)
+
+    future_hidden = torch.tril(torch.ones(4, 4, dtype=torch.bool)).expand(2, 4, 4)
+    padding_hidden = memory_padding.bool()[:, None, :].expand(2, 4, 3)
+    h = around(layer.self_attn_residual, x.double(), lambda y: reference_attention(layer.self_attn, y, y, future_hidden))
+    h = around(layer.encoder_attn_residual, h, lambda y: reference_attention(layer.encoder_attn, y, memory, padding_hidden))
+    h = around(layer.feed_forward_residual, h, lambda y: reference_feed_forward(layer.feed_forward, y))
     torch.testing.assert_close(output.double(), h, atol=1e-5, rtol=1e-5)
 
 

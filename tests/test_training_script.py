@@ -9,11 +9,12 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import torch
 from safetensors.torch import load_file
 
+from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_preset
 from hf_tiny_transformer.demo_corpus import make_demo_corpus
+from hf_tiny_transformer.marian import marian_of_the_same_shape
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "training"))
@@ -21,18 +22,6 @@ import evaluate_model  # noqa: E402
 import train  # noqa: E402
 
 SMALL_MODEL = "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64"
-
-
-@pytest.fixture(scope="module")
-def demo_files(tmp_path_factory):
-    """The demo corpus as parallel text files: train (all), a 40-pair validation split, and test."""
-    folder = tmp_path_factory.mktemp("demo_data")
-    corpus = make_demo_corpus(seed=0)
-    splits = {"train": corpus["train"], "validation": corpus["test"][:40], "test": corpus["test"]}
-    for split, pairs in splits.items():
-        (folder / f"{split}.en").write_text("".join(p.english + "\n" for p in pairs), encoding="utf-8")
-        (folder / f"{split}.ja").write_text("".join(p.japanese + "\n" for p in pairs), encoding="utf-8")
-    return folder
 
 
 def quick_args(data: Path | None, output_dir: Path, *extra: str) -> list[str]:
@@ -182,20 +171,10 @@ def test_torchrun_with_two_processes(demo_files, tmp_path):
     assert (out / "hub" / "model.safetensors").is_file()
 
 
-def test_the_demo_model_learns_held_out_combinations(demo_files, tmp_path, capsys):
+def test_the_demo_model_learns_held_out_combinations(trained_demo_model, demo_files, capsys):
     """A smaller version of `make demo`: held-out exact match far above chance (which is about 0)."""
-    out = tmp_path / "demo"
-    args = quick_args(demo_files, out)
-    args[args.index("--config_overrides") + 1] = (
-        "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,decoder_layers=2,max_position_embeddings=64"
-    )
-    args[args.index("--max_steps") + 1] = "350"
-    args[args.index("--per_device_train_batch_size") + 1] = "64"
-    args[args.index("--warmup_steps") + 1] = "100"
-    assert train.main(args + ["--learning_rate", "0.003"]) == 0
-    capsys.readouterr()
     code = evaluate_model.main(
-        ["--model", str(out / "hub"), "--source_file", str(demo_files / "test.en"),
+        ["--model", str(trained_demo_model), "--source_file", str(demo_files / "test.en"),
          "--reference_file", str(demo_files / "test.ja"), "--target_lang", "ja", "--num_beams", "1",
          "--batch_size", "64", "--min_exact_match", "40"]
     )
@@ -205,9 +184,9 @@ def test_the_demo_model_learns_held_out_combinations(demo_files, tmp_path, capsy
 
 
 def test_marian_of_the_same_shape_trains_with_the_same_script(demo_files, tmp_path):
-    config = train.load_preset("tiny", vocab_size=600)
-    marian = train.marian_of_the_same_shape(config)
-    ours = train.TinyTransformerForConditionalGeneration(config)
+    config = load_preset("tiny", vocab_size=600)
+    marian = marian_of_the_same_shape(config)
+    ours = TinyTransformerForConditionalGeneration(config)
     trainable = sum(p.numel() for p in marian.parameters() if p.requires_grad)
     assert trainable == ours.num_parameters()  # the same shape; Marian also stores its sinusoids as weights
     out = tmp_path / "marian"

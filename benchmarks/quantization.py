@@ -1,0 +1,111 @@
+"""Dynamic int8 quantization of a trained model (torch.ao.quantization.quantize_dynamic): size, tokens, speed.
+
+    python benchmarks/quantization.py --model runs/demo/hub --source_file runs/demo/data/test.en [--repeats 5]
+
+Every nn.Linear (the four projections of every attention, fc1, fc2 and lm_head) gets int8 weights, activations
+stay float32. Reports:
+- the state-dict size (the bytes torch.save writes) of the float32 and of the int8 model;
+- how many sentences the int8 model translates (greedy) into other tokens than the float32 model;
+- greedy speed at batch 1 (the first 32 sentences one at a time) and at batch 32 (every sentence), medians of
+  --repeats runs with the two models taking turns: sentences/s and new tokens/s.
+Prints a table and one JSON line; writes runs/quantization/result.json.
+"""
+
+import argparse
+import copy
+import io
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="runs/demo/hub", help="a saved model folder (make demo writes runs/demo/hub)")
+    parser.add_argument("--source_file", default="runs/demo/data/test.en", help="sentences to translate, one per line")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--max_new_tokens", type=int, default=40)
+    parser.add_argument("--output", type=Path, default=ROOT / "runs" / "quantization" / "result.json")
+    return parser.parse_args(argv)
+
+
+def state_dict_bytes(model: nn.Module) -> int:
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    return buffer.tell()
+
+
+def translate(model, tokenizer, sources: list[str], batch_size: int, max_new_tokens: int) -> tuple[list[list[int]], int]:
+    """Greedy token ids per sentence (padding removed), and the number of new tokens."""
+    results, new_tokens = [], 0
+    for start in range(0, len(sources), batch_size):
+        batch = tokenizer(sources[start : start + batch_size], return_tensors="pt", padding=True)
+        with torch.inference_mode():
+            output = model.generate(**batch, num_beams=1, max_new_tokens=max_new_tokens)
+        for row in output[:, 1:].tolist():
+            tokens = [t for t in row if t != tokenizer.pad_token_id]
+            results.append(tokens)
+            new_tokens += len(tokens)
+    return results, new_tokens
+
+
+def timed(models: dict, tokenizer, sources: list[str], batch_size: int, args) -> dict[str, dict[str, float]]:
+    """Median sentences/s and new tokens/s of each model, taking turns."""
+    seconds = {name: [] for name in models}
+    tokens = {}
+    for _ in range(args.repeats):
+        for name, model in models.items():
+            start = time.perf_counter()
+            _, tokens[name] = translate(model, tokenizer, sources, batch_size, args.max_new_tokens)
+            seconds[name].append(time.perf_counter() - start)
+    return {
+        name: {
+            "sentences_per_s": len(sources) / statistics.median(times),
+            "tokens_per_s": tokens[name] / statistics.median(times),
+        }
+        for name, times in seconds.items()
+    }
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    float32 = AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()
+    int8 = torch.ao.quantization.quantize_dynamic(copy.deepcopy(float32), {nn.Linear}, dtype=torch.qint8)
+    sources = Path(args.source_file).read_text(encoding="utf-8").splitlines()
+
+    quantized = sum(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in int8.modules())
+    reference, _ = translate(float32, tokenizer, sources, 32, args.max_new_tokens)
+    candidate, _ = translate(int8, tokenizer, sources, 32, args.max_new_tokens)
+    models = {"float32": float32, "int8": int8}
+    result = {
+        "model": args.model,
+        "sentences": len(sources),
+        "quantized_linear_layers": quantized,
+        "state_dict_bytes": {name: state_dict_bytes(model) for name, model in models.items()},
+        "sentences_with_other_tokens": sum(a != b for a, b in zip(reference, candidate)),
+        "greedy_b1": timed(models, tokenizer, sources[:32], 1, args),
+        "greedy_b32": timed(models, tokenizer, sources, 32, args),
+    }
+    print(f"{quantized} nn.Linear layers quantized; {result['sentences_with_other_tokens']} of {len(sources)} "
+          "sentences translated into other tokens than float32")
+    print("| model | state dict | greedy b1 sentences/s | greedy b1 tokens/s | greedy b32 sentences/s | greedy b32 tokens/s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in models:
+        b1, b32 = result["greedy_b1"][name], result["greedy_b32"][name]
+        print(f"| {name} | {result['state_dict_bytes'][name] / 1e6:.2f} MB | {b1['sentences_per_s']:.1f} | "
+              f"{b1['tokens_per_s']:.0f} | {b32['sentences_per_s']:.1f} | {b32['tokens_per_s']:.0f} |")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

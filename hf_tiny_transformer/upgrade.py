@@ -1,0 +1,66 @@
+"""Convert a model folder saved by hf-tiny-transformer 0.1.x to the current parameter layout, in place.
+
+    python -m hf_tiny_transformer.upgrade runs/en-ja/hub
+
+Version 0.1.x projected keys and values with one matrix (`kv_proj`, W^K and W^V side by side) and, from one
+commit on, stored every projection as (in, out) (transformers' `Conv1D`). The current layout is the one of
+transformers' encoder-decoder models: `nn.Linear` (out, in) with separate `q_proj`, `k_proj`, `v_proj`,
+`out_proj`, `fc1`, `fc2`. The model computes the same function before and after; `from_pretrained` refuses the
+old layout with a message that names this command. model.safetensors is rewritten all or nothing.
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from .cli import UsageError, replaced_atomically, run
+
+PROJECTIONS = ("q_proj", "kv_proj", "out_proj", "fc1", "fc2")
+
+
+def upgrade_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The 0.1.x layout -> the current one. The (in, out) layout shows in kv_proj's shape: (D, 2D), not (2D, D)."""
+    transposed = any(name.endswith("kv_proj.weight") and t.shape[0] * 2 == t.shape[1] for name, t in state_dict.items())
+    upgraded = {}
+    for name, tensor in state_dict.items():
+        module = name.rsplit(".", 2)[-2]
+        if transposed and module in PROJECTIONS and name.endswith(".weight"):
+            tensor = tensor.T.contiguous()  # (in, out) -> nn.Linear's (out, in)
+        if module == "kv_proj":
+            key, value = tensor.chunk(2, dim=0)  # W^K and W^V were stacked along the output axis
+            upgraded[name.replace("kv_proj", "k_proj")] = key.contiguous()
+            upgraded[name.replace("kv_proj", "v_proj")] = value.contiguous()
+        else:
+            upgraded[name] = tensor
+    return upgraded
+
+
+def upgrade_folder(folder: str | Path) -> bool:
+    """Rewrite `folder`/model.safetensors in the current layout; False when it already has it."""
+    weights_file = Path(folder) / "model.safetensors"
+    if not weights_file.is_file():
+        raise UsageError(f"{folder} has no model.safetensors; pass a folder saved with save_pretrained")
+    with safe_open(weights_file, framework="pt") as weights:
+        metadata = weights.metadata()
+        state_dict = {name: weights.get_tensor(name) for name in weights.keys()}
+    if not any(name.endswith("kv_proj.weight") for name in state_dict):
+        return False
+    with replaced_atomically(weights_file) as temporary:
+        save_file(upgrade_state_dict(state_dict), temporary, metadata=metadata)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    folders = sys.argv[1:] if argv is None else argv
+    if not folders:
+        raise UsageError("pass the model folders to convert: python -m hf_tiny_transformer.upgrade FOLDER [FOLDER ...]")
+    for folder in folders:
+        print(f"{folder}: {'converted' if upgrade_folder(folder) else 'already in the current layout'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))

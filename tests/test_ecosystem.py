@@ -1,0 +1,137 @@
+"""The ecosystem's tools on the model: Marian conversion both ways, dynamic int8 quantization, LoRA with PEFT,
+and the conversion of folders saved with the 0.1.x parameter layout."""
+
+import json
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel
+
+from hf_tiny_transformer import TinyTransformerForConditionalGeneration, from_marian, to_marian
+from hf_tiny_transformer.marian import marian_config, marian_of_the_same_shape
+from hf_tiny_transformer.upgrade import main as upgrade_main
+
+from conftest import tiny_config, tiny_model
+
+SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
+MASK = (SOURCE != 0).long()
+DECODER = torch.tensor([[1, 11, 12, 13], [1, 14, 15, 0]])
+
+
+def logits(model):
+    return model(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).logits
+
+
+def test_to_marian_computes_the_same_function(model):
+    marian = to_marian(model)
+    assert isinstance(marian, MarianMTModel) and not marian.training
+    torch.testing.assert_close(logits(marian), logits(model), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(logits(marian), logits(tiny_model(seed=1)), atol=1e-2)  # the weights really moved
+
+
+def test_from_marian_computes_the_same_function():
+    torch.manual_seed(0)
+    marian = marian_of_the_same_shape(tiny_config(init_std=0.3)).eval()
+    ours = from_marian(marian)
+    assert isinstance(ours, TinyTransformerForConditionalGeneration)
+    torch.testing.assert_close(logits(ours), logits(marian), atol=1e-5, rtol=1e-5)
+    back = to_marian(ours)
+    for name, tensor in marian.state_dict().items():
+        torch.testing.assert_close(back.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
+
+
+def test_the_positional_tables_are_the_same_sinusoids_in_another_order(model):
+    marian = to_marian(model)
+    ours = model.model.encoder.embed_positions.pe  # (P, D): sin, cos, sin, cos, ...
+    theirs = marian.model.encoder.embed_positions.weight  # (P, D): every sine, then every cosine
+    torch.testing.assert_close(theirs, torch.cat([ours[:, 0::2], ours[:, 1::2]], dim=1), atol=1e-6, rtol=0)
+
+
+def test_a_trained_model_and_its_marian_twin_translate_alike(trained_demo_model, demo_files):
+    ours = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
+    marian = to_marian(ours)
+    sources = (demo_files / "test.en").read_text(encoding="utf-8").splitlines()
+    batch = tokenizer(sources, return_tensors="pt", padding=True)
+    for beams in (1, 4):
+        expected = ours.generate(**batch, num_beams=beams, max_new_tokens=40)
+        assert torch.equal(marian.generate(**batch, num_beams=beams, max_new_tokens=40), expected), beams
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [(dict(normalize_before=True), "normalize_before=True"), (dict(tie_word_embeddings=False), "tie_word_embeddings=False"),
+     (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-06")],
+)  # fmt: skip
+def test_a_model_marian_cannot_express_is_refused(overrides, message):
+    with pytest.raises(ValueError, match=f"no MarianMTModel equivalent: {message}"):
+        to_marian(tiny_model(**overrides))
+
+
+def test_a_marian_model_with_its_own_target_vocabulary_is_refused():
+    config = marian_config(tiny_config())
+    config.share_encoder_decoder_embeddings = False
+    marian = MarianMTModel(config)
+    with pytest.raises(ValueError, match="one shared vocabulary"):
+        from_marian(marian)
+
+
+def quantized_linear_count(model) -> int:
+    return sum(isinstance(module, torch.ao.nn.quantized.dynamic.Linear) for module in model.modules())
+
+
+def test_dynamic_int8_quantization_takes_every_projection(model):
+    quantized = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    config = model.config
+    per_encoder_layer, per_decoder_layer = 4 + 2, 4 + 4 + 2  # attention projections + fc1, fc2
+    expected = config.encoder_layers * per_encoder_layer + config.decoder_layers * per_decoder_layer + 1  # + lm_head
+    assert quantized_linear_count(quantized) == expected == 33
+    assert not any(isinstance(module, nn.Linear) for module in quantized.modules())
+    generated = quantized.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=6)
+    assert generated.shape == (2, 7)
+
+
+def test_lora_on_the_usual_targets_wraps_queries_and_values():
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(tiny_model(), LoraConfig(target_modules=["q_proj", "v_proj"], r=4))
+    wrapped = {name.rsplit(".", 1)[-1] for name, module in model.named_modules() if hasattr(module, "lora_A")}
+    assert wrapped == {"q_proj", "v_proj"}
+    attention_modules = 2 + 2 * 2  # encoder self-attention, decoder self- and cross-attention
+    assert sum(hasattr(module, "lora_A") for module in model.modules()) == 2 * attention_modules
+    model.train()
+    loss = model(input_ids=SOURCE, attention_mask=MASK, labels=DECODER[:, 1:]).loss
+    loss.backward()
+    trained = [name for name, p in model.named_parameters() if p.grad is not None]
+    assert trained and all("lora_" in name for name in trained)
+
+
+def old_layout(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The parameter layout of 0.1.x: keys and values in one kv_proj, every projection stored (in, out)."""
+    old = {}
+    for name, tensor in state_dict.items():
+        module = name.rsplit(".", 2)[-2]
+        if module == "v_proj":
+            continue
+        if module == "k_proj":
+            tensor = torch.cat([tensor, state_dict[name.replace("k_proj", "v_proj")]])
+            name = name.replace("k_proj", "kv_proj")
+        if module in ("q_proj", "k_proj", "out_proj", "fc1", "fc2") and name.endswith("weight"):
+            tensor = tensor.T
+        old[name] = tensor.contiguous()
+    return old
+
+
+def test_a_folder_of_the_old_layout_is_refused_until_converted(model, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    model.save_pretrained(tmp_path)
+    save_file(old_layout(load_file(tmp_path / "model.safetensors")), tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(OSError, match=f"python -m hf_tiny_transformer.upgrade {tmp_path}"):
+        AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    assert upgrade_main([str(tmp_path)]) == 0
+    assert upgrade_main([str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{tmp_path}: converted", f"{tmp_path}: already in the current layout"]
+    assert torch.equal(logits(AutoModelForSeq2SeqLM.from_pretrained(tmp_path)), logits(model))
+    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "tiny_transformer"
