@@ -23,6 +23,8 @@ import torch
 from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+import hf_tiny_transformer  # noqa: F401  (registers the model with the Auto classes: no remote code needed)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -48,7 +50,7 @@ def translate(model, tokenizer, sources: list[str], batch_size: int, max_new_tok
     for start in range(0, len(sources), batch_size):
         batch = tokenizer(sources[start : start + batch_size], return_tensors="pt", padding=True)
         with torch.inference_mode():
-            output = model.generate(**batch, num_beams=1, max_new_tokens=max_new_tokens)
+            output = model.generate(**batch, num_beams=1, max_length=max_new_tokens + 1)
         for row in output[:, 1:].tolist():
             tokens = [t for t in row if t != tokenizer.pad_token_id]
             results.append(tokens)
