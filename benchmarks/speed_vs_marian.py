@@ -6,7 +6,9 @@ Both models are built with random weights at the `tiny` shape (and, for one trai
 `paper-base` shape) by the same code train.py uses for `--architecture marian`. Every workload is warmed up
 first, then timed `--repeats` times with the two models taking turns, and the median is reported:
 - training: tokens/s (source + target tokens) of one forward + backward + AdamW step on a batch of 64
-  sentence pairs, 16 source and 16 target tokens each;
+  sentence pairs, 16 source and 16 target tokens each, with label smoothing 0.1 as train.py computes it (ours
+  in the model's loss, Marian by Trainer's LabelSmoother); in float32 and in bfloat16 (CPU autocast, Trainer's
+  --bf16) for both, and ours in bfloat16 (the recommended mode) against Marian in float32 (the default);
 - generation: new tokens/s of `generate()` with 24 new tokens forced by min_new_tokens = max_new_tokens, so
   that both models do the same work: greedy at batch 1, greedy at batch 32, beam 4 at batch 8;
 - memory: the peak of tensor memory during one training step (parameters, gradients, optimizer state,
@@ -28,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 from transformers import GenerationConfig
+from transformers.trainer_pt_utils import LabelSmoother
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_preset
 from hf_tiny_transformer.marian import marian_of_the_same_shape
@@ -35,6 +38,7 @@ from hf_tiny_transformer.marian import marian_of_the_same_shape
 ROOT = Path(__file__).resolve().parents[1]
 
 BATCH_SIZE, SOURCE_LENGTH, TARGET_LENGTH, NEW_TOKENS = 64, 16, 16, 24
+LABEL_SMOOTHING = 0.1  # the paper's, and train.py's default
 GENERATION_WORKLOADS = {"greedy_b1": (1, 1), "greedy_b32": (32, 1), "beam4_b8": (8, 4)}  # (batch, beams)
 
 
@@ -70,15 +74,29 @@ def synchronize(device: str):
 
 
 class TrainingStep:
-    """One forward + backward + AdamW step of `model` on `batch`, as a callable."""
+    """One forward + backward + AdamW step of `model` on `batch`, as a callable, with label smoothing 0.1 computed
+    as each model computes it under train.py: ours in its own loss, Marian's by Trainer's LabelSmoother on its
+    logits (Trainer then keeps the labels out of the model). `bf16`: forward and loss under CPU autocast, as
+    Trainer's --bf16 does."""
 
-    def __init__(self, model: torch.nn.Module, batch: dict, device: str):
-        self.model, self.batch, self.device = model.train(), batch, device
+    def __init__(self, model: torch.nn.Module, batch: dict, device: str, bf16: bool):
+        self.model, self.device, self.bf16 = model.train(), device, bf16
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        if isinstance(model, TinyTransformerForConditionalGeneration):
+            model.config.label_smoothing = LABEL_SMOOTHING
+            self.batch, self.loss = batch, lambda outputs: outputs.loss
+        else:
+            labels = batch["labels"]
+            decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+            self.batch = {**{k: v for k, v in batch.items() if k != "labels"}, "decoder_input_ids": decoder_input_ids}
+            smoother = LabelSmoother(epsilon=LABEL_SMOOTHING)
+            self.loss = lambda outputs: smoother(outputs, labels)
 
     def __call__(self):
         self.optimizer.zero_grad(set_to_none=True)
-        self.model(**self.batch).loss.backward()
+        with torch.autocast(device_type=self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.bf16):
+            loss = self.loss(self.model(**self.batch))
+        loss.backward()
         self.optimizer.step()
         synchronize(self.device)
 
@@ -176,16 +194,27 @@ def training_batch(vocab_size: int, device: str) -> dict[str, torch.Tensor]:
     }
 
 
-def measure_training(preset: str, vocab_size: int | None, args) -> tuple[dict, dict]:
-    """Training tokens/s of both models, and the peak memory of one step."""
+def measure_training(preset: str, vocab_size: int | None, args) -> dict[str, dict[str, float]]:
+    """Training tokens/s of both models in float32 and in bfloat16, ours in bfloat16 (the recommended mode)
+    against Marian in float32 (the library's default), and the peak memory of a float32 step."""
     models = build_models(preset, vocab_size, args.device)
     batch = training_batch(models["ours"].config.vocab_size, args.device)
-    steps = {name: TrainingStep(model, batch, args.device) for name, model in models.items()}
+    steps = {
+        f"{name}_{precision}": TrainingStep(model, batch, args.device, bf16=precision == "bf16")
+        for name, model in models.items()
+        for precision in ("fp32", "bf16")
+    }
     seconds = median_seconds(steps, args.repeats, args.warmup)
-    tokens = BATCH_SIZE * (SOURCE_LENGTH + TARGET_LENGTH)
-    speed = {name: tokens / value for name, value in seconds.items()}
-    memory = {name: peak_training_memory(step) for name, step in steps.items()}
-    return speed, memory
+    speed = {name: BATCH_SIZE * (SOURCE_LENGTH + TARGET_LENGTH) / value for name, value in seconds.items()}
+    prefix = "" if preset == "tiny" else f"{preset.replace('-', '_')}_"
+    table = {
+        f"{prefix}training_fp32": {"ours": speed["ours_fp32"], "marian": speed["marian_fp32"]},
+        f"{prefix}training_bf16": {"ours": speed["ours_bf16"], "marian": speed["marian_bf16"]},
+        f"{prefix}recommended_vs_marian_fp32": {"ours": speed["ours_bf16"], "marian": speed["marian_fp32"]},
+    }
+    if preset == "tiny":
+        table["memory"] = {name: peak_training_memory(steps[f"{name}_fp32"]) for name in models}
+    return table
 
 
 def measure_generation(args) -> dict[str, dict[str, float]]:
@@ -203,10 +232,10 @@ def measure_generation(args) -> dict[str, dict[str, float]]:
 def main(argv=None) -> None:
     args = parse_args(argv)
     table = {}  # measurement -> {"ours": value, "marian": value}
-    table["training"], table["memory"] = measure_training("tiny", args.vocab_size, args)
+    table.update(measure_training("tiny", args.vocab_size, args))
     table.update(measure_generation(args))
     if not args.skip_paper_base:
-        table["paper_base_training"], _ = measure_training("paper-base", None, args)
+        table.update(measure_training("paper-base", None, args))
 
     print(f"device {args.device}, {torch.get_num_threads()} threads, median of {args.repeats}")
     print("| measurement | ours | Marian | ours / Marian |\n|---|---:|---:|---:|")

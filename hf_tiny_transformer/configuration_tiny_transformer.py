@@ -38,6 +38,7 @@ class TinyTransformerConfig(PretrainedConfig):
         dropout: dropout on the embeddings and on every sub-layer output (the paper's P_drop).
         attention_dropout: dropout on the attention weights (not in the paper; 0 by default).
         activation_dropout: dropout after the feed-forward activation (not in the paper; 0 by default).
+        label_smoothing: the loss's label smoothing epsilon (paper section 5.4: 0.1); 0 gives plain cross-entropy.
         activation_function: activation of the feed-forward network (the paper uses "relu").
         max_position_embeddings: number of positions in the sinusoidal table, i.e. the longest sequence.
         scale_embedding: multiply the token embeddings by sqrt(d_model) (paper section 3.4).
@@ -75,6 +76,7 @@ class TinyTransformerConfig(PretrainedConfig):
     dropout: float | int = 0.1
     attention_dropout: float | int = 0.0
     activation_dropout: float | int = 0.0
+    label_smoothing: float | int = 0.0
     activation_function: str = "relu"
     max_position_embeddings: int = 512
     scale_embedding: bool = True
@@ -161,8 +163,8 @@ class TinyTransformerConfig(PretrainedConfig):
                 )
 
     def _check_dropouts(self):
-        """Dropout probabilities live in [0, 1)."""
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
+        """Dropout probabilities and the label smoothing epsilon live in [0, 1)."""
+        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {value}.")

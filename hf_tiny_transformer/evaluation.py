@@ -1,9 +1,11 @@
 """Translating many sentences with a model, and scoring translations: sacrebleu's BLEU and chrF.
 
     from hf_tiny_transformer.evaluation import bleu_and_chrf, translate_texts
-    hypotheses = translate_texts(model, tokenizer, sources, num_beams=4, batch_size=32, max_new_tokens=64)
+    hypotheses = translate_texts(model, tokenizer, sources, num_beams=4, batch_size=32)
     bleu_and_chrf(hypotheses, references, target_lang="ja")    # {"bleu": ..., "chrf": ...}
 """
+
+import math
 
 import sacrebleu
 import torch
@@ -21,28 +23,49 @@ def bleu_and_chrf(hypotheses: list[str], references: list[str], target_lang: str
     return {"bleu": bleu.score, "chrf": chrf.score}
 
 
-def translate_texts(
-    model, tokenizer, texts: list[str], num_beams: int, batch_size: int, max_new_tokens: int
-) -> list[str]:
-    """Translate `texts` in batches of `batch_size` with greedy search (num_beams=1) or beam search.
+# The longest translation generated for a source of n tokens: LENGTH_RATIO n + LENGTH_OFFSET (fairseq's max_len_a and
+# max_len_b), capped by the positional table.
+LENGTH_RATIO, LENGTH_OFFSET = 2.0, 10
 
-    Sources longer than the model's positional table are cut to it; at most `max_new_tokens` tokens are generated.
+
+def translation_length_limit(source_length: int, config) -> int:
+    """How many new tokens a source of `source_length` tokens may get: LENGTH_RATIO x + LENGTH_OFFSET, at most
+    what the model's positional table holds."""
+    return min(config.max_position_embeddings, math.ceil(LENGTH_RATIO * source_length + LENGTH_OFFSET))
+
+
+def translate_texts(
+    model,
+    tokenizer,
+    texts: list[str],
+    *,
+    batch_size: int = 32,
+    num_beams: int | None = None,
+    length_penalty: float | None = None,
+    max_new_tokens: int | None = None,
+) -> list[str]:
+    """Translate `texts`, in the given order, in batches of `batch_size` sentences of similar length.
+
+    Decoding settings not given come from the model's generation config (`tune_decoding.py` chooses them on
+    dev data). Each batch may generate `translation_length_limit` of its longest source, or `max_new_tokens`
+    when that is lower; sources longer than the positional table are cut to it.
     """
-    translations = []
-    for start in range(0, len(texts), batch_size):
-        batch = tokenizer(
-            texts[start : start + batch_size],
-            return_tensors="pt",
-            padding=True,
-            truncation=True,
-            max_length=model.config.max_position_embeddings,
-        )
+    encoded = tokenizer(texts, truncation=True, max_length=model.config.max_position_embeddings)["input_ids"]
+    order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+    settings = {name: value for name, value in (("num_beams", num_beams), ("length_penalty", length_penalty)) if value is not None}
+    translations = [""] * len(texts)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        batch = tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt").to(model.device)
+        limit = translation_length_limit(batch["input_ids"].shape[1], model.config)
+        limit = min(limit, max_new_tokens) if max_new_tokens else limit
         with torch.inference_mode():
-            # an encoder-decoder's output starts with the one start token: max_length = max_new_tokens + 1, said
-            # as max_length so that it replaces the saved generation config's max_length instead of clashing
-            output = model.generate(**batch.to(model.device), num_beams=num_beams, max_length=max_new_tokens + 1)
-        translations += tokenizer.batch_decode(output, skip_special_tokens=True)
+            # an encoder-decoder's output starts with the one start token: max_length = limit + 1, said as
+            # max_length so that it replaces the saved generation config's max_length instead of clashing with it
+            output = model.generate(**batch, max_length=limit + 1, **settings)
+        for index, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True)):
+            translations[index] = text
     return translations
 
 
-__all__ = ["BLEU_TOKENIZE", "bleu_and_chrf", "translate_texts"]
+__all__ = ["BLEU_TOKENIZE", "bleu_and_chrf", "translate_texts", "translation_length_limit"]

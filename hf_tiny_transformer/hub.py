@@ -23,6 +23,20 @@ def metrics_table(metrics: dict[str, float]) -> str:
     return f"| metric | value |\n|---|---:|\n{rows}"
 
 
+EVALUATION_HEADING = "## Evaluation"
+
+
+def with_evaluation(card_text: str, metrics: dict[str, float], how: str) -> str:
+    """A model card's text with its Evaluation section replaced (or added before the differences from the paper)."""
+    section = f"{EVALUATION_HEADING}\n\n{how}\n\n{metrics_table(metrics)}\n\n"
+    if EVALUATION_HEADING in card_text:
+        before, rest = card_text.split(EVALUATION_HEADING, 1)
+        after = rest[rest.index("\n## "):].lstrip("\n") if "\n## " in rest else ""
+        return before + section + after
+    heading = f"## {DIFFERENCES_HEADING}"
+    return card_text.replace(heading, section + heading, 1) if heading in card_text else card_text + "\n" + section
+
+
 def model_card(
     model: TinyTransformerForConditionalGeneration,
     *,
@@ -63,7 +77,7 @@ def model_card(
     if training_procedure:
         sections.append(f"## Training procedure\n\n{training_procedure}")
     if metrics:
-        sections.append(f"## Evaluation\n\n{metrics_table(metrics)}")
+        sections.append(f"{EVALUATION_HEADING}\n\n{metrics_table(metrics)}")
     sections.append(f"## {DIFFERENCES_HEADING}\n\n{differences_from_the_paper()}")
     content = f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n"
     return ModelCard(content)
@@ -79,4 +93,4 @@ def save_for_hub(model: TinyTransformerForConditionalGeneration, tokenizer, fold
     return folder
 
 
-__all__ = ["model_card", "save_for_hub", "differences_from_the_paper"]
+__all__ = ["model_card", "save_for_hub", "differences_from_the_paper", "with_evaluation"]

@@ -16,8 +16,9 @@ Differences from the paper (also listed in model_card.md):
    gradient, but the tied output projection does (it learns that padding is never the next token).
 4. The sinusoidal table covers `max_position_embeddings` positions; longer inputs are rejected.
 5. Decoding starts from `decoder_start_token_id` (`<s>`); the paper does not say which start symbol it uses.
-6. The model's own loss is plain cross-entropy summed over target tokens and divided by their number
-   (exact under gradient accumulation); label smoothing (paper section 5.4) is applied by the trainer.
+6. Label smoothing (paper section 5.4) is the config's `label_smoothing`, 0 by default (plain cross-entropy,
+   as transformers' models have it); training/train.py sets the paper's 0.1. The loss is summed over target
+   tokens and divided by their number, exact under gradient accumulation.
 7. The feed-forward activation can be changed (`activation_function`, "relu" by default as in the paper).
 """
 
@@ -38,7 +39,6 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
-from transformers.loss.loss_utils import fixed_cross_entropy
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -749,10 +749,70 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
         logits = self.lm_head(outputs.last_hidden_state)  # (B, Tt, V)
         loss = None
         if labels is not None:
-            loss = fixed_cross_entropy(
-                logits.flatten(0, 1).float(), labels.flatten().to(logits.device), num_items_in_batch
-            )
+            loss = label_smoothed_cross_entropy(logits, labels, self.config.label_smoothing, num_items_in_batch)
         return Seq2SeqLMOutput(loss=loss, logits=logits, **{k: v for k, v in outputs.items() if k != "last_hidden_state"})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The loss: label-smoothed cross-entropy (paper section 5.4)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class LabelSmoothedCrossEntropy(torch.autograd.Function):
+    """Sum over labelled positions of the cross-entropy against the smoothed target (1 - eps) one-hot(y) + eps / V,
+
+        loss_i = logsumexp(z_i) - (1 - eps) z_iy - eps mean_v(z_iv),
+
+    with the gradient softmax(z_i) - (1 - eps) one-hot(y) - eps / V written straight into one logits-sized buffer.
+    Rows are processed `chunk_rows` at a time in float32, so no other logits-sized buffer is made (torch's
+    cross_entropy keeps its log-softmax for the backward pass, and its gradient is a second one).
+    """
+
+    chunk_rows = 1024
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
+        """logits (N, V) in any float dtype, labels (N,) with -100 where ignored -> the summed loss, float32."""
+        active = labels != -100
+        targets = labels.clamp(min=0)
+        log_normalizers = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)  # (N,)
+        total = logits.new_zeros((), dtype=torch.float32)
+        for start in range(0, logits.shape[0], LabelSmoothedCrossEntropy.chunk_rows):
+            rows = slice(start, start + LabelSmoothedCrossEntropy.chunk_rows)
+            z = logits[rows].float()  # (n, V)
+            log_normalizers[rows] = torch.logsumexp(z, dim=-1)
+            target_logit = z.gather(-1, targets[rows, None]).squeeze(-1)  # (n,)
+            row_loss = log_normalizers[rows] - (1 - epsilon) * target_logit - epsilon * z.mean(-1)
+            total += row_loss.masked_fill(~active[rows], 0.0).sum()
+        ctx.save_for_backward(logits, targets, active, log_normalizers)
+        ctx.epsilon = epsilon
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_total: torch.Tensor):
+        logits, targets, active, log_normalizers = ctx.saved_tensors
+        epsilon, vocab_size = ctx.epsilon, logits.shape[-1]
+        grad = torch.empty_like(logits)  # (N, V): the one logits-sized buffer
+        for start in range(0, logits.shape[0], LabelSmoothedCrossEntropy.chunk_rows):
+            rows = slice(start, start + LabelSmoothedCrossEntropy.chunk_rows)
+            chunk = torch.exp(logits[rows].float() - log_normalizers[rows, None])  # softmax, (n, V)
+            chunk -= epsilon / vocab_size
+            chunk.scatter_add_(-1, targets[rows, None], chunk.new_full((chunk.shape[0], 1), -(1 - epsilon)))
+            chunk *= (grad_total * active[rows]).unsqueeze(-1)
+            grad[rows] = chunk
+        return grad, None, None
+
+
+def label_smoothed_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, epsilon: float, num_items_in_batch: torch.Tensor | int | None = None
+) -> torch.Tensor:
+    """The mean token loss: summed over the labelled positions of logits (B, T, V) and labels (B, T) (-100 where
+    ignored), divided by their number, or by `num_items_in_batch` (Trainer's count over the accumulated
+    batches: then the gradient is exactly that of the large batch)."""
+    labels = labels.to(logits.device)
+    total = LabelSmoothedCrossEntropy.apply(logits.flatten(0, 1), labels.flatten(), epsilon)
+    divisor = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
+    return total / (divisor.to(total.device) if isinstance(divisor, torch.Tensor) else divisor)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -27,7 +27,9 @@ def test_speed_benchmark_runs_and_prints_every_ratio(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     ratios = json.loads(result.stdout.strip().splitlines()[-1])
-    assert set(ratios) == {"training", "memory", "greedy_b1", "greedy_b32", "beam4_b8"}
+    assert set(ratios) == {
+        "training_fp32", "training_bf16", "recommended_vs_marian_fp32", "memory", "greedy_b1", "greedy_b32", "beam4_b8"
+    }  # fmt: skip
     assert all(value > 0 for value in ratios.values())
     table = json.loads(output.read_text())["table"]
     parameters = sum(p.numel() for p in load_benchmark().build_models("tiny", 512, "cpu")["ours"].parameters())

@@ -1,9 +1,14 @@
 """Labels, the loss, gradient accumulation under Trainer, gradient checkpointing, and a model that learns."""
 
+import pytest
 import torch
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-from hf_tiny_transformer.modeling_tiny_transformer import shift_tokens_right
+from hf_tiny_transformer.modeling_tiny_transformer import (
+    LabelSmoothedCrossEntropy,
+    label_smoothed_cross_entropy,
+    shift_tokens_right,
+)
 
 from conftest import tiny_model
 
@@ -37,8 +42,8 @@ def test_num_items_in_batch_turns_the_loss_into_a_sum_divided_by_it(model, batch
     torch.testing.assert_close(summed, mean * 6 / 100)
 
 
-def trainer_parameters(tmp_path, batch_size, accumulation):
-    model = tiny_model(seed=1, dropout=0.0)
+def trainer_parameters(tmp_path, batch_size, accumulation, label_smoothing=0.0):
+    model = tiny_model(seed=1, dropout=0.0, label_smoothing=label_smoothing)
     model.train()
     torch.manual_seed(2)
     sources = torch.randint(4, 50, (8, 6))
@@ -65,10 +70,11 @@ def trainer_parameters(tmp_path, batch_size, accumulation):
     return {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
-def test_trainer_gradient_accumulation_is_exact(tmp_path):
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_trainer_gradient_accumulation_is_exact(tmp_path, label_smoothing):
     """Batch 8 and batch 4 x 2 accumulation steps give the same parameters (the loss is summed / num_items)."""
-    big = trainer_parameters(tmp_path, 8, 1)
-    accumulated = trainer_parameters(tmp_path, 4, 2)
+    big = trainer_parameters(tmp_path, 8, 1, label_smoothing)
+    accumulated = trainer_parameters(tmp_path, 4, 2, label_smoothing)
     initial = {name: p for name, p in tiny_model(seed=1, dropout=0.0).named_parameters()}
     assert any(not torch.allclose(big[name], initial[name]) for name in big)
     for name in big:
@@ -121,3 +127,60 @@ def test_the_padding_row_gets_gradient_only_through_the_output_projection(batch)
         embedding_gradient = model.model.encoder.embed_tokens.weight.grad[0]
         assert bool(embedding_gradient.abs().sum() > 0) is tied
         assert model.lm_head.weight.grad[0].abs().sum() > 0
+
+
+def reference_label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """Paper section 5.4 in float64: cross-entropy against (1 - eps) one-hot + eps / V, mean over labelled tokens."""
+    log_probs = torch.log_softmax(logits.double(), dim=-1)  # (B, T, V)
+    target = torch.full_like(log_probs, epsilon / logits.shape[-1])
+    target.scatter_add_(-1, labels.clamp(min=0)[..., None], torch.full_like(log_probs[..., :1], 1 - epsilon))
+    per_token = -(target * log_probs).sum(-1)  # (B, T)
+    kept = labels != -100
+    return per_token[kept].sum() / kept.sum()
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_label_smoothed_loss_and_its_gradient_match_a_float64_reference(epsilon):
+    torch.manual_seed(0)
+    logits = (torch.randn(3, 5, 50) * 3).requires_grad_()
+    labels = torch.randint(0, 50, (3, 5))
+    labels[1, 3:] = -100
+    reference_logits = logits.detach().double().requires_grad_()
+    expected = reference_label_smoothed_loss(reference_logits, labels, epsilon)
+    expected.backward()
+    got = label_smoothed_cross_entropy(logits, labels, epsilon)
+    got.backward()
+    torch.testing.assert_close(got.double(), expected, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(logits.grad.double(), reference_logits.grad, atol=1e-7, rtol=1e-5)
+    assert torch.all(logits.grad[1, 3:] == 0)  # ignored positions get no gradient
+
+
+def test_label_smoothed_loss_in_chunks_equals_one_piece(monkeypatch):
+    torch.manual_seed(1)
+    logits = torch.randn(4, 7, 30, requires_grad=True)
+    labels = torch.randint(0, 30, (4, 7))
+    whole = label_smoothed_cross_entropy(logits, labels, 0.1)
+    (whole_grad,) = torch.autograd.grad(whole, logits)
+    monkeypatch.setattr(LabelSmoothedCrossEntropy, "chunk_rows", 5)  # 28 rows: 5 full chunks and a partial one
+    chunked = label_smoothed_cross_entropy(logits, labels, 0.1)
+    (chunked_grad,) = torch.autograd.grad(chunked, logits)
+    torch.testing.assert_close(chunked, whole)
+    torch.testing.assert_close(chunked_grad, whole_grad)
+
+
+def test_the_models_loss_uses_the_configs_label_smoothing(batch):
+    plain, smoothed = tiny_model(), tiny_model(label_smoothing=0.1)
+    out_plain, out_smoothed = plain(**batch), smoothed(**batch)
+    torch.testing.assert_close(out_smoothed.logits, out_plain.logits)
+    torch.testing.assert_close(out_smoothed.loss.double(), reference_label_smoothed_loss(out_plain.logits, batch["labels"], 0.1))
+    assert not torch.allclose(out_smoothed.loss, out_plain.loss)
+
+
+def test_label_smoothed_loss_in_bfloat16_is_close_to_float32():
+    torch.manual_seed(2)
+    logits = torch.randn(2, 6, 40) * 2
+    labels = torch.randint(0, 40, (2, 6))
+    expected = label_smoothed_cross_entropy(logits, labels, 0.1)
+    got = label_smoothed_cross_entropy(logits.bfloat16(), labels, 0.1)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, atol=2e-2, rtol=1e-2)

@@ -129,7 +129,7 @@ def test_item3_a_small_positional_table_with_default_lengths_trains_evaluates_an
     """max_position_embeddings 64 and every length left at its default: an untrained model translates the test
     set to the longest length the table allows, and everything is saved."""
     out = tmp_path / "run"
-    test_files = ["--test_source_file", f"{data}/test.en", "--test_target_file", f"{data}/test.ja"]
+    test_files = ["--test_source_file", f"{data}/test.en", "--test_target_file", f"{data}/test.ja", "--do_predict", "true"]
     assert train.main(train_args(data, out, *test_files)) == 0
     assert {"test_bleu", "test_chrf"} <= set(json.loads((out / "metrics.json").read_text()))
     arguments = ["--model", str(out / "hub"), "--source_file", f"{data}/test.en", "--reference_file", f"{data}/test.ja"]
@@ -144,7 +144,8 @@ def test_item3_the_model_is_saved_before_the_test_set_is_translated(data, tmp_pa
     monkeypatch.setattr(Seq2SeqTrainer, "predict", dies)
     out = tmp_path / "run"
     with pytest.raises(RuntimeError, match="killed while translating"):
-        train.main(train_args(data, out, "--test_source_file", f"{data}/test.en", "--test_target_file", f"{data}/test.ja"))
+        test_files = ["--test_source_file", f"{data}/test.en", "--test_target_file", f"{data}/test.ja", "--do_predict", "true"]
+        train.main(train_args(data, out, *test_files))
     model = AutoModelForSeq2SeqLM.from_pretrained(out / "hub")
     assert model.config.d_model == 32 and (out / "hub" / "tokenizer.json").is_file()
 

@@ -71,6 +71,7 @@ def test_training_writes_a_hub_folder_with_test_metrics_in_its_card(demo_files, 
             "--eval_strategy", "steps",
             "--eval_steps", "4",
             "--generation_max_length", "16",
+            "--do_predict", "true",
         )
     )
     assert code == 0
@@ -162,7 +163,7 @@ def test_torchrun_with_two_processes(demo_files, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-         str(ROOT / "training" / "train.py"), *quick_args(demo_files, out, "--ddp_backend", "gloo")],
+         str(ROOT / "training" / "train.py"), *quick_args(demo_files, out, "--ddp_backend", "gloo", "--batch_tokens", "800")],
         capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -13,6 +13,7 @@ a problem is one line on stderr and exit code 2. --output_file is written only w
 
 import json
 import sys
+from pathlib import Path
 
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -29,7 +30,8 @@ from hf_tiny_transformer.cli import (
     trust_remote_code_argument,
     write_text_atomically,
 )
-from hf_tiny_transformer.evaluation import bleu_and_chrf, translate_texts
+from hf_tiny_transformer.evaluation import BLEU_TOKENIZE, bleu_and_chrf, translate_texts
+from hf_tiny_transformer.hub import with_evaluation
 
 
 def parse_args(argv=None):
@@ -42,10 +44,14 @@ def parse_args(argv=None):
     parser.add_argument("--source_lang", default="en")
     parser.add_argument("--target_lang", default="ja")
     parser.add_argument("--output_file", help="where to write the translations, one per line")
-    parser.add_argument("--num_beams", type=int, default=4)
+    parser.add_argument("--num_beams", type=int, help="beam size; default: the model's generation config")
+    parser.add_argument("--length_penalty", type=float, help="beam search's length penalty; default: the generation config")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument(
-        "--max_new_tokens", type=int, help="longest translation in tokens; default: the model's max_position_embeddings"
+        "--max_new_tokens", type=int, help="longest translation in tokens; default: twice the source's, plus 10"
+    )
+    parser.add_argument(
+        "--update_model_card", action="store_true", help="write the scores into the model folder's README.md"
     )
     parser.add_argument("--show", type=int, default=0, help="print this many examples")
     parser.add_argument("--min_exact_match", type=float, help="fail when exact match (percent) is below this")
@@ -76,18 +82,42 @@ def read_sources_and_references(args) -> tuple[list[str], list[str]]:
     return sources, references
 
 
+def record_in_model_card(args, model, scores: dict[str, float]):
+    """The folder's model card gets the scores in its Evaluation section, with how they were measured."""
+    card_file = Path(args.model) / "README.md"
+    if not card_file.is_file():
+        raise UsageError(f"--update_model_card: {args.model} has no README.md model card")
+    data = f"`{Path(args.corpus_dir).name}` {args.split} split" if args.corpus_dir else f"`{Path(args.source_file).name}`"
+    beams = model.generation_config.num_beams if args.num_beams is None else args.num_beams
+    penalty = model.generation_config.length_penalty if args.length_penalty is None else args.length_penalty
+    how = (
+        f"{scores['sentences']} sentences of {data}, beam search with {beams} beams and length penalty {penalty}, "
+        f"sacrebleu BLEU ({BLEU_TOKENIZE.get(args.target_lang, '13a')} tokenization) and chrF"
+    )
+    metrics = {"bleu": scores["bleu"], "chrf": scores["chrf"], "exact_match": scores["exact_match"]}
+    write_text_atomically(card_file, with_evaluation(card_file.read_text(encoding="utf-8"), metrics, how))
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     sources, references = read_sources_and_references(args)
     if args.output_file:
         check_output_file(args.output_file, "--output_file", (args.source_file, args.reference_file))
     config = load_pretrained(AutoConfig, args.model, "--model", args.trust_remote_code)
-    max_new_tokens = args.max_new_tokens or config.max_position_embeddings
-    check_generation_length(config, max_new_tokens, "--max_new_tokens")
+    if args.max_new_tokens:
+        check_generation_length(config, args.max_new_tokens, "--max_new_tokens")
     tokenizer = load_pretrained(AutoTokenizer, args.model, "--model", args.trust_remote_code)
     model = load_pretrained(AutoModelForSeq2SeqLM, args.model, "--model", args.trust_remote_code).eval()
 
-    hypotheses = translate_texts(model, tokenizer, sources, args.num_beams, args.batch_size, max_new_tokens)
+    hypotheses = translate_texts(
+        model,
+        tokenizer,
+        sources,
+        batch_size=args.batch_size,
+        num_beams=args.num_beams,
+        length_penalty=args.length_penalty,
+        max_new_tokens=args.max_new_tokens,
+    )
     if args.output_file:
         write_text_atomically(args.output_file, "\n".join(hypotheses) + "\n")
 
@@ -98,6 +128,8 @@ def main(argv=None) -> int:
         mark = "=" if normalize(hypothesis) == normalize(reference) else "x"
         print(f"{mark} {source}\n    -> {hypothesis}\n       {reference}")
     print(json.dumps({key: round(value, 2) for key, value in scores.items()}))
+    if args.update_model_card:
+        record_in_model_card(args, model, scores)
     if args.min_exact_match is not None and exact < args.min_exact_match:
         print(f"evaluate_model.py: exact match {exact:.1f}% is below {args.min_exact_match}%", file=sys.stderr)
         return 1

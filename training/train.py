@@ -32,6 +32,7 @@ import numpy as np
 import transformers
 from datasets import Dataset, DatasetDict, load_dataset
 from safetensors import safe_open
+from torch.utils.data import DataLoader
 from transformers import (
     AutoConfig,
     AutoModelForSeq2SeqLM,
@@ -53,6 +54,8 @@ from hf_tiny_transformer import (
     save_for_hub,
     train_tokenizer,
 )
+from hf_tiny_transformer.averaging import average_checkpoints, last_checkpoints
+from hf_tiny_transformer.batching import TokenBatchSampler
 from hf_tiny_transformer.cli import (
     OneLineErrors,
     UsageError,
@@ -156,6 +159,20 @@ class TrainingArguments(Seq2SeqTrainingArguments):
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "train into an output_dir that holds a model or checkpoints (removes the checkpoints)"}
     )
+    batch_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "batches of sentence pairs of similar length holding at most this many source + target tokens, "
+            "padding included, per process (the paper's batching); replaces --per_device_train_batch_size"
+        },
+    )
+    average_checkpoints: int | None = field(
+        default=None,
+        metadata={
+            "help": "the final model is the average of the last N checkpoints, saved every --save_steps (the paper "
+            "averages the last 5)"
+        },
+    )
 
 
 class Parser(OneLineErrors, HfArgumentParser):
@@ -221,6 +238,25 @@ def check_numbers(model_args: ModelArguments, data_args: DataArguments, training
         raise UsageError(f"--num_train_epochs must be positive, got {training_args.num_train_epochs}; or pass --max_steps")
     if training_args.learning_rate <= 0:
         raise UsageError(f"--learning_rate must be positive, got {training_args.learning_rate}")
+    at_least("--batch_tokens", training_args.batch_tokens, 2)
+    check_averaging(training_args)
+
+
+def check_averaging(training_args: TrainingArguments):
+    """--average_checkpoints N needs N checkpoints at evenly spaced steps at the end of the run."""
+    count = training_args.average_checkpoints
+    if count is None:
+        return
+    at_least("--average_checkpoints", count, 2)
+    if training_args.save_strategy != "steps" or training_args.max_steps <= 0:
+        raise UsageError("--average_checkpoints needs --save_strategy steps, --save_steps and --max_steps")
+    if training_args.max_steps % training_args.save_steps or training_args.max_steps < count * training_args.save_steps:
+        raise UsageError(
+            f"--average_checkpoints {count}: --max_steps ({training_args.max_steps}) must be a multiple of --save_steps "
+            f"({training_args.save_steps}), at least {count} of them, so that the last {count} checkpoints are evenly spaced"
+        )
+    if training_args.save_total_limit is not None and training_args.save_total_limit < count:
+        raise UsageError(f"--average_checkpoints {count} needs --save_total_limit {count} or more (or none)")
 
 
 def checkpoints_in(output_dir: Path) -> list[Path]:
@@ -578,13 +614,59 @@ def prepare(model_args: ModelArguments, data_args: DataArguments, training_args:
     return checkpoint, splits, tokenizer, make_model(model_args, config, tokenizer)
 
 
+class TranslationTrainer(Seq2SeqTrainer):
+    """Seq2SeqTrainer that, with --batch_tokens, batches sentence pairs by tokens (TokenBatchSampler); the DataLoader
+    goes through accelerate's prepare() as Trainer's own does, which shards the batches under torchrun."""
+
+    def get_train_dataloader(self) -> DataLoader:
+        if not self.args.batch_tokens:
+            return super().get_train_dataloader()
+        dataset = self.train_dataset
+        sampler = TokenBatchSampler(
+            [len(ids) for ids in dataset["input_ids"]],
+            [len(ids) for ids in dataset["labels"]],
+            self.args.batch_tokens,
+            seed=self.args.seed,
+        )
+        loader = DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=self.data_collator,
+            num_workers=self.args.dataloader_num_workers,
+            pin_memory=self.args.dataloader_pin_memory,
+        )
+        return self.accelerator.prepare(loader)
+
+
+def use_the_models_label_smoothing(model, training_args: TrainingArguments):
+    """This package's model computes the label-smoothed loss itself (exact under gradient accumulation, one
+    logits-sized buffer); Trainer's own smoother, which recomputes the loss from the logits, is then not used.
+    transformers' Marian has no such loss and keeps Trainer's."""
+    if isinstance(model, TinyTransformerForConditionalGeneration) and training_args.label_smoothing_factor:
+        model.config.label_smoothing = training_args.label_smoothing_factor
+        training_args.label_smoothing_factor = 0.0
+        logger.info("label smoothing %s: in the model's loss", model.config.label_smoothing)
+
+
+def average_last_checkpoints(trainer: Seq2SeqTrainer, training_args: TrainingArguments):
+    """--average_checkpoints N: the model takes the mean of the weights of the run's last N checkpoints."""
+    trainer.accelerator.wait_for_everyone()
+    folders = last_checkpoints(training_args.output_dir, training_args.average_checkpoints)
+    # strict=False: a checkpoint holds one copy of tied weights, and no positional table
+    unexpected = trainer.model.load_state_dict(average_checkpoints(folders), strict=False).unexpected_keys
+    if unexpected:
+        raise RuntimeError(f"the checkpoints hold weights this model does not have: {unexpected}")
+    logger.warning("the final model is the average of %s", ", ".join(folder.name for folder in folders))
+
+
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
     checkpoint, splits, tokenizer, model = prepare(model_args, data_args, training_args)
     datasets = tokenize_splits(splits, tokenizer, data_args)
     logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", {k: len(v) for k, v in datasets.items()})
 
-    trainer = Seq2SeqTrainer(
+    use_the_models_label_smoothing(model, training_args)
+    trainer = TranslationTrainer(
         model=model,
         args=training_args,
         train_dataset=datasets["train"],
@@ -602,10 +684,12 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         result.training_loss,
     )
     metrics = {"train_runtime_s": result.metrics["train_runtime"], "train_steps": trainer.state.global_step}
+    if training_args.average_checkpoints:
+        average_last_checkpoints(trainer, training_args)
     # The trained model is saved before anything else can fail; the test metrics are added to its card after.
     if trainer.is_world_process_zero():
         save_hub_folder(trainer.model, tokenizer, model_args, data_args, training_args, metrics)
-    if "test" in datasets:
+    if "test" in datasets and training_args.do_predict:
         test = trainer.predict(datasets["test"], metric_key_prefix="test")
         metrics.update({key: value for key, value in test.metrics.items() if key in ("test_bleu", "test_chrf")})
         if trainer.is_world_process_zero():

@@ -1,0 +1,55 @@
+"""How much of a training batch is padding: batches of 64 pairs (random, or Trainer's group_by_length, the earlier
+presets) against batches by tokens (TokenBatchSampler, the presets now), on small_parallel_enja.
+
+    python benchmarks/padding.py --tokenizer runs/en-ja/tokenizer [--batch_tokens 4096]
+
+Counts source + target positions of one epoch's batches (each batch padded to its longest source and target).
+"""
+
+import argparse
+import statistics
+
+import torch
+from transformers import AutoTokenizer
+from transformers.trainer_pt_utils import LengthGroupedSampler
+
+from hf_tiny_transformer import read_parallel
+from hf_tiny_transformer.batching import TokenBatchSampler, padding_fraction
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokenizer", required=True, help="a saved tokenizer, e.g. runs/en-ja/tokenizer")
+    parser.add_argument("--corpus_dir", default="../shared/data/small_parallel_enja")
+    parser.add_argument("--source_lang", default="en")
+    parser.add_argument("--target_lang", default="ja")
+    parser.add_argument("--batch_size", type=int, default=64, help="pairs a batch, for the batches by count")
+    parser.add_argument("--batch_tokens", type=int, nargs="+", default=[2048, 4096, 8192])
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    sources, targets = read_parallel(args.corpus_dir, "train", args.source_lang, args.target_lang)
+    source_lengths = [len(ids) for ids in tokenizer(sources)["input_ids"]]
+    target_lengths = [len(ids) for ids in tokenizer(text_target=targets)["input_ids"]]
+    count = len(sources)
+
+    rows = {}
+    random_order = torch.randperm(count, generator=torch.Generator().manual_seed(0)).tolist()
+    rows[f"random, {args.batch_size} pairs"] = [random_order[i : i + args.batch_size] for i in range(0, count, args.batch_size)]
+    grouped = list(LengthGroupedSampler(args.batch_size, lengths=source_lengths, generator=torch.Generator().manual_seed(0)))
+    rows[f"group_by_length, {args.batch_size} pairs"] = [grouped[i : i + args.batch_size] for i in range(0, count, args.batch_size)]
+    for budget in args.batch_tokens:
+        rows[f"by tokens, at most {budget}"] = TokenBatchSampler(source_lengths, target_lengths, budget).batches
+
+    print(f"{count} pairs, {sum(source_lengths) + sum(target_lengths):,} source + target tokens")
+    print("| batches | padding | batches an epoch | pairs a batch (median) |\n|---|---:|---:|---:|")
+    for name, batches in rows.items():
+        fraction = padding_fraction(batches, source_lengths, target_lengths)
+        print(f"| {name} | {fraction:.1%} | {len(batches):,} | {statistics.median(len(b) for b in batches):.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Choose the beam size and the length penalty of a model on development data, never on the test set.
+
+    python training/tune_decoding.py --model runs/en-ja/hub --corpus_dir ../shared/data/small_parallel_enja \\
+        --source_lang en --target_lang ja [--num_beams 1 4 6] [--length_penalty 0.6 1.0 1.4]
+    python training/tune_decoding.py --model FOLDER --source_file dev.en --reference_file dev.ja --target_lang ja
+
+Translates the dev split (or the given files) with every combination, prints their BLEU, and writes the best
+one into the model folder's generation_config.json (all or nothing), where generate(), the pipeline and
+evaluate_model.py take it from. --dry_run writes nothing. Greedy search (1 beam) has no length penalty.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from hf_tiny_transformer import read_parallel
+from hf_tiny_transformer.cli import (
+    ArgumentParser,
+    UsageError,
+    at_least,
+    load_pretrained,
+    read_lines,
+    run,
+    trust_remote_code_argument,
+    write_text_atomically,
+)
+from hf_tiny_transformer.evaluation import bleu_and_chrf, translate_texts
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="a saved model folder")
+    parser.add_argument("--corpus_dir", help="a small_parallel_enja-style folder: its dev split is used")
+    parser.add_argument("--source_file", help="instead: development sources, one per line")
+    parser.add_argument("--reference_file", help="and their reference translations")
+    parser.add_argument("--source_lang", default="en")
+    parser.add_argument("--target_lang", default="ja")
+    parser.add_argument("--num_beams", type=int, nargs="+", default=[1, 4, 6])
+    parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.6, 1.0, 1.4])
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--dry_run", action="store_true", help="print the table, change nothing")
+    trust_remote_code_argument(parser)
+    args = parser.parse_args(argv)
+    if not args.corpus_dir and not (args.source_file and args.reference_file):
+        raise UsageError("pass --corpus_dir (its dev split is used) or --source_file and --reference_file")
+    for beams in args.num_beams:
+        at_least("--num_beams", beams, 1)
+    at_least("--batch_size", args.batch_size, 1)
+    if not Path(args.model, "generation_config.json").is_file() and not args.dry_run:
+        raise UsageError(f"--model {args.model} has no generation_config.json to write the choice into")
+    return args
+
+
+def dev_data(args) -> tuple[list[str], list[str]]:
+    if args.corpus_dir:
+        try:
+            return read_parallel(args.corpus_dir, "dev", args.source_lang, args.target_lang)
+        except (OSError, ValueError) as error:
+            raise UsageError(str(error)) from None
+    sources, references = read_lines(args.source_file, "--source_file"), read_lines(args.reference_file, "--reference_file")
+    if len(sources) != len(references):
+        raise UsageError(f"--source_file has {len(sources)} lines but --reference_file has {len(references)}")
+    return sources, references
+
+
+def settings(args) -> list[tuple[int, float]]:
+    """Every (beams, length penalty) to try; greedy search once, since it has no length penalty."""
+    return [(beams, penalty) for beams in sorted(set(args.num_beams)) for penalty in (args.length_penalty if beams > 1 else [1.0])]
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    sources, references = dev_data(args)
+    tokenizer = load_pretrained(AutoTokenizer, args.model, "--model", args.trust_remote_code)
+    model = load_pretrained(AutoModelForSeq2SeqLM, args.model, "--model", args.trust_remote_code).eval()
+    results = []
+    print("| beams | length penalty | dev BLEU | dev chrF | seconds |\n|---:|---:|---:|---:|---:|")
+    for beams, penalty in settings(args):
+        start = time.perf_counter()
+        hypotheses = translate_texts(
+            model, tokenizer, sources, batch_size=args.batch_size, num_beams=beams, length_penalty=penalty
+        )
+        scores = bleu_and_chrf(hypotheses, references, args.target_lang)
+        seconds = time.perf_counter() - start
+        results.append({"num_beams": beams, "length_penalty": penalty, **scores, "seconds": seconds})
+        print(f"| {beams} | {penalty} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {seconds:.0f} |", flush=True)
+    best = max(results, key=lambda result: (result["bleu"], -result["seconds"]))
+    print(json.dumps({"best": best, "tried": results}))
+    if not args.dry_run:
+        model.generation_config.num_beams = best["num_beams"]
+        model.generation_config.length_penalty = best["length_penalty"]
+        write_text_atomically(Path(args.model) / "generation_config.json", model.generation_config.to_json_string())
+        print(f"wrote num_beams {best['num_beams']}, length_penalty {best['length_penalty']} into {args.model}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))
