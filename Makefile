@@ -9,11 +9,8 @@ TORCH_INDEX ?=
 # The real English-Japanese corpus (read in place, never copied) and extra flags for training/train.py.
 CORPUS_DIR ?= ../shared/data/small_parallel_enja
 TRAIN_FLAGS ?=
-# glibc keeps the memory a training step frees for the next step instead of handing it back to the system and
-# taking page faults to get it again (benchmarks/README.md: "The allocator"). Training commands run with it.
-MALLOC_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296
 
-.PHONY: install test demo train-en-ja train-ja-en
+.PHONY: install test demo train-en-ja train-ja-en app
 
 install: $(VENV)/.installed
 
@@ -31,16 +28,21 @@ test: install
 # translations of held-out sentences and their exact-match rate (the run fails below 95%).
 demo: install
 	$(PY) training/make_demo_data.py --output_dir runs/demo/data
-	$(MALLOC_ENV) $(PY) training/train.py training/presets/demo.json $(TRAIN_FLAGS)
+	$(PY) training/train.py training/presets/demo.json $(TRAIN_FLAGS)
 	$(PY) training/evaluate_model.py --model runs/demo/hub --source_file runs/demo/data/test.en \
 		--reference_file runs/demo/data/test.ja --target_lang ja --num_beams 1 --show 10 --min_exact_match 95
 
 # A real model: training (checkpoints averaged at the end), the beam size and length penalty chosen on the dev
 # split, then the test split translated with them and scored; the scores go into the model card.
 train-en-ja train-ja-en: train-%: install
-	$(MALLOC_ENV) $(PY) training/train.py training/presets/$*.json --corpus_dir $(CORPUS_DIR) $(TRAIN_FLAGS)
+	$(PY) training/train.py training/presets/$*.json --corpus_dir $(CORPUS_DIR) $(TRAIN_FLAGS)
 	$(PY) training/tune_decoding.py --model runs/$*/hub --corpus_dir $(CORPUS_DIR) \
 		--source_lang $(firstword $(subst -, ,$*)) --target_lang $(lastword $(subst -, ,$*))
 	$(PY) training/evaluate_model.py --model runs/$*/hub --corpus_dir $(CORPUS_DIR) --split test \
 		--source_lang $(firstword $(subst -, ,$*)) --target_lang $(lastword $(subst -, ,$*)) \
 		--show 10 --output_file runs/$*/test.hyp --update_model_card
+
+# The demo page (hf_tiny_transformer/app.py) on http://127.0.0.1:7860 for a saved model, e.g. make app MODEL=runs/demo/hub
+MODEL ?= runs/demo/hub
+app: install
+	$(PY) -m hf_tiny_transformer.app --model $(MODEL)

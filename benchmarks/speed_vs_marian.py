@@ -7,10 +7,12 @@ Both models are built with random weights at the `tiny` shape (and, for one trai
 first, then timed `--repeats` times with the two models taking turns, and the median is reported:
 - training: tokens/s (source + target tokens) of one forward + backward + AdamW step on a batch of 64
   sentence pairs, 16 source and 16 target tokens each, with label smoothing 0.1 as train.py computes it (ours
-  in the model's loss, Marian by Trainer's LabelSmoother); in float32 and in bfloat16 (CPU autocast, Trainer's
-  --bf16) for both, and ours in bfloat16 (the recommended mode) against Marian in float32 (the default);
+  in the model's loss, Marian by Trainer's LabelSmoother); in float32, and with --bf16 also in bfloat16 (CPU
+  autocast, Trainer's --bf16) for both and ours in bfloat16 against Marian in float32 (the library's default);
 - generation: new tokens/s of `generate()` with 24 new tokens forced by min_new_tokens = max_new_tokens, so
   that both models do the same work: greedy at batch 1, greedy at batch 32, beam 4 at batch 8;
+- with --ctranslate2, the same generation workloads with our model exported to CTranslate2 (float32 and int8
+  weights, `hf_tiny_transformer.serving`), each against Marian in transformers;
 - memory: the peak of tensor memory during one training step (parameters, gradients, optimizer state,
   activations and temporaries): every tensor storage alive at the start or created by an operator during
   the step is counted until it is freed.
@@ -20,6 +22,7 @@ Prints a table and, last, one JSON line of our/Marian ratios (memory: lower is b
 import argparse
 import json
 import statistics
+import tempfile
 import time
 import weakref
 from collections.abc import Callable
@@ -49,6 +52,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--vocab_size", type=int, default=8000, help="vocabulary of the tiny shape")
     parser.add_argument("--skip_paper_base", action="store_true", help="leave out the paper-base training")
+    parser.add_argument("--skip_generation", action="store_true", help="measure training only")
+    parser.add_argument(
+        "--ctranslate2",
+        action="store_true",
+        help="also generate with our model exported to CTranslate2 (float32 and int8 weights), against Marian in "
+        "transformers",
+    )
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also train both in bfloat16 (CPU autocast): fast only where the CPU has bfloat16 instructions (AVX-512 "
+        "BF16, AMX), about 25x slower than float32 where it has not (benchmarks/README.md)",
+    )
+    parser.add_argument(
+        "--trainer_smoother_for_ours",
+        action="store_true",
+        help="label-smooth our model's loss with Trainer's LabelSmoother too, as train.py did before the loss moved "
+        "into the model (to measure what that move bought)",
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "result.json")
     return parser.parse_args(argv)
 
@@ -79,10 +101,10 @@ class TrainingStep:
     logits (Trainer then keeps the labels out of the model). `bf16`: forward and loss under CPU autocast, as
     Trainer's --bf16 does."""
 
-    def __init__(self, model: torch.nn.Module, batch: dict, device: str, bf16: bool):
+    def __init__(self, model: torch.nn.Module, batch: dict, device: str, bf16: bool, smoother_for_ours: bool = False):
         self.model, self.device, self.bf16 = model.train(), device, bf16
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        if isinstance(model, TinyTransformerForConditionalGeneration):
+        if isinstance(model, TinyTransformerForConditionalGeneration) and not smoother_for_ours:
             model.config.label_smoothing = LABEL_SMOOTHING
             self.batch, self.loss = batch, lambda outputs: outputs.loss
         else:
@@ -195,37 +217,76 @@ def training_batch(vocab_size: int, device: str) -> dict[str, torch.Tensor]:
 
 
 def measure_training(preset: str, vocab_size: int | None, args) -> dict[str, dict[str, float]]:
-    """Training tokens/s of both models in float32 and in bfloat16, ours in bfloat16 (the recommended mode)
-    against Marian in float32 (the library's default), and the peak memory of a float32 step."""
+    """Training tokens/s of both models in float32 and, with --bf16, in bfloat16 and ours in bfloat16 against
+    Marian in float32 (the library's default); and the peak memory of a float32 step."""
     models = build_models(preset, vocab_size, args.device)
     batch = training_batch(models["ours"].config.vocab_size, args.device)
+    precisions = ("fp32", "bf16") if args.bf16 else ("fp32",)
     steps = {
-        f"{name}_{precision}": TrainingStep(model, batch, args.device, bf16=precision == "bf16")
+        f"{name}_{precision}": TrainingStep(
+            model, batch, args.device, bf16=precision == "bf16", smoother_for_ours=args.trainer_smoother_for_ours
+        )
         for name, model in models.items()
-        for precision in ("fp32", "bf16")
+        for precision in precisions
     }
     seconds = median_seconds(steps, args.repeats, args.warmup)
     speed = {name: BATCH_SIZE * (SOURCE_LENGTH + TARGET_LENGTH) / value for name, value in seconds.items()}
     prefix = "" if preset == "tiny" else f"{preset.replace('-', '_')}_"
-    table = {
-        f"{prefix}training_fp32": {"ours": speed["ours_fp32"], "marian": speed["marian_fp32"]},
-        f"{prefix}training_bf16": {"ours": speed["ours_bf16"], "marian": speed["marian_bf16"]},
-        f"{prefix}recommended_vs_marian_fp32": {"ours": speed["ours_bf16"], "marian": speed["marian_fp32"]},
-    }
+    table = {f"{prefix}training_fp32": {"ours": speed["ours_fp32"], "marian": speed["marian_fp32"]}}
+    if args.bf16:
+        table[f"{prefix}training_bf16"] = {"ours": speed["ours_bf16"], "marian": speed["marian_bf16"]}
+        table[f"{prefix}ours_bf16_vs_marian_fp32"] = {"ours": speed["ours_bf16"], "marian": speed["marian_fp32"]}
     if preset == "tiny":
         table["memory"] = {name: peak_training_memory(steps[f"{name}_fp32"]) for name in models}
     return table
 
 
+def ctranslate2_runs(model, input_ids: torch.Tensor, num_beams: int, folders: dict[str, Path]) -> dict[str, Callable[[], None]]:
+    """Functions that generate exactly NEW_TOKENS tokens for each source with the CTranslate2 exports of `model`."""
+    import ctranslate2
+
+    vocabulary = [f"t{i}" for i in range(model.config.vocab_size)]
+    sources = [[vocabulary[i] for i in row] for row in input_ids.tolist()]
+    runs = {}
+    for name, folder in folders.items():
+        translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=torch.get_num_threads())
+
+        def run(translator=translator):
+            translator.translate_batch(
+                sources, beam_size=num_beams, min_decoding_length=NEW_TOKENS, max_decoding_length=NEW_TOKENS
+            )
+
+        runs[name] = run
+    return runs
+
+
+def export_for_ctranslate2(model, folder: Path) -> dict[str, Path]:
+    """`model` exported with float32 and with int8 weights, its vocabulary named t0, t1, ... (random weights)."""
+    from hf_tiny_transformer.serving import convert, model_spec
+
+    vocabulary = ["<pad>", "<s>", "</s>", "<unk>", *(f"t{i}" for i in range(4, model.config.vocab_size))]
+    folders = {}
+    for quantization in ("float32", "int8"):
+        folders[f"ctranslate2_{quantization}"] = folder / quantization
+        convert(model_spec(model, vocabulary), folder / quantization, quantization)
+    return folders
+
+
 def measure_generation(args) -> dict[str, dict[str, float]]:
     """New tokens/s of both models in each generation workload."""
     models = build_models("tiny", args.vocab_size, args.device)
-    results = {}
-    for workload, (batch_size, num_beams) in GENERATION_WORKLOADS.items():
-        input_ids = random_ids(args.vocab_size, batch_size, SOURCE_LENGTH, args.device)  # the same for both
-        runs = {name: generation_run(model, input_ids, num_beams, args.device) for name, model in models.items()}
-        seconds = median_seconds(runs, args.repeats, args.warmup)
-        results[workload] = {name: batch_size * NEW_TOKENS / value for name, value in seconds.items()}
+    with tempfile.TemporaryDirectory() as folder:
+        exports = export_for_ctranslate2(models["ours"], Path(folder)) if args.ctranslate2 else {}
+        results = {}
+        for workload, (batch_size, num_beams) in GENERATION_WORKLOADS.items():
+            input_ids = random_ids(args.vocab_size, batch_size, SOURCE_LENGTH, args.device)  # the same for all
+            runs = {name: generation_run(model, input_ids, num_beams, args.device) for name, model in models.items()}
+            runs.update(ctranslate2_runs(models["ours"], input_ids, num_beams, exports) if exports else {})
+            seconds = median_seconds(runs, args.repeats, args.warmup)
+            speeds = {name: batch_size * NEW_TOKENS / value for name, value in seconds.items()}
+            results[workload] = {"ours": speeds["ours"], "marian": speeds["marian"]}
+            for name in exports:
+                results[f"{workload}_{name}"] = {"ours": speeds[name], "marian": speeds["marian"]}
     return results
 
 
@@ -233,7 +294,8 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     table = {}  # measurement -> {"ours": value, "marian": value}
     table.update(measure_training("tiny", args.vocab_size, args))
-    table.update(measure_generation(args))
+    if not args.skip_generation:
+        table.update(measure_generation(args))
     if not args.skip_paper_base:
         table.update(measure_training("paper-base", None, args))
 

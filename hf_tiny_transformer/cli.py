@@ -156,14 +156,59 @@ def is_hub_id(name: str) -> bool:
     return True
 
 
-def check_generation_length(config, max_new_tokens: int, flag: str):
+def check_generation_length(max_positions: int, max_new_tokens: int, flag: str):
     """A UsageError when a model cannot generate `max_new_tokens` tokens: the decoder is fed the start token and
-    all but the last new token, each at a row of its positional table of max_position_embeddings rows."""
-    if max_new_tokens > config.max_position_embeddings:
+    all but the last new token, each at a row of its positional table of `max_positions` rows."""
+    if max_new_tokens > max_positions:
         raise UsageError(
-            f"{flag} asks for {max_new_tokens} new tokens but the model generates at most "
-            f"{config.max_position_embeddings} (its max_position_embeddings); lower {flag}"
+            f"{flag} asks for {max_new_tokens} new tokens but the model generates at most {max_positions} "
+            f"(its max_position_embeddings); lower {flag}"
         )
+
+
+def check_device(device: str) -> str:
+    """A UsageError for a device name torch does not know, or a GPU this machine does not have."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device {device!r} is not a device; pass cpu, cuda, cuda:1 or mps") from None
+    available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}.get(kind, kind == "cpu")
+    if not available:
+        raise UsageError(f"--device {device}: this machine has no {kind} device; pass --device cpu")
+    return device
+
+
+def load_translator(name: str, engine: str, trust_remote_code: bool, device: str = "cpu", flag: str = "--model"):
+    """A translator of texts for the folder `name`: a saved model with transformers (`engine` "transformers"), or
+    an export_ctranslate2 folder with CTranslate2; a UsageError in one line when it cannot be loaded."""
+    check_device(device)
+    if engine == "ctranslate2":
+        try:
+            from .serving import CTranslate2Translator
+
+            return CTranslate2Translator(name, device=device)
+        except (ImportError, ValueError, OSError, RuntimeError) as error:
+            raise UsageError(f"--engine ctranslate2 {flag} {name}: {first_line(error)}") from None
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from .evaluation import TransformersTranslator
+
+    tokenizer = load_pretrained(AutoTokenizer, name, flag, trust_remote_code)
+    model = load_pretrained(AutoModelForSeq2SeqLM, name, flag, trust_remote_code)
+    return TransformersTranslator(model.to(device), tokenizer)
+
+
+def engine_arguments(parser: argparse.ArgumentParser):
+    """--engine and --device, for the scripts that translate."""
+    parser.add_argument(
+        "--engine",
+        choices=["transformers", "ctranslate2"],
+        default="transformers",
+        help="ctranslate2: --model is a folder written by training/export_ctranslate2.py",
+    )
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps")
 
 
 def trust_remote_code_argument(parser: argparse.ArgumentParser):
@@ -192,4 +237,7 @@ __all__ = [
     "trust_remote_code_argument",
     "load_pretrained",
     "check_generation_length",
+    "check_device",
+    "load_translator",
+    "engine_arguments",
 ]

@@ -9,6 +9,7 @@ import math
 
 import sacrebleu
 import torch
+from tqdm.auto import tqdm
 
 # sacrebleu's standard tokenization per target language; 13a (the default) for the rest.
 BLEU_TOKENIZE = {"ja": "ja-mecab", "zh": "zh", "ko": "ko-mecab"}
@@ -28,10 +29,10 @@ def bleu_and_chrf(hypotheses: list[str], references: list[str], target_lang: str
 LENGTH_RATIO, LENGTH_OFFSET = 2.0, 10
 
 
-def translation_length_limit(source_length: int, config) -> int:
+def translation_length_limit(source_length: int, max_positions: int) -> int:
     """How many new tokens a source of `source_length` tokens may get: LENGTH_RATIO x + LENGTH_OFFSET, at most
-    what the model's positional table holds."""
-    return min(config.max_position_embeddings, math.ceil(LENGTH_RATIO * source_length + LENGTH_OFFSET))
+    what the model's positional table (`max_positions` rows) holds."""
+    return min(max_positions, math.ceil(LENGTH_RATIO * source_length + LENGTH_OFFSET))
 
 
 def translate_texts(
@@ -43,29 +44,51 @@ def translate_texts(
     num_beams: int | None = None,
     length_penalty: float | None = None,
     max_new_tokens: int | None = None,
+    progress: bool = False,
 ) -> list[str]:
     """Translate `texts`, in the given order, in batches of `batch_size` sentences of similar length.
 
     Decoding settings not given come from the model's generation config (`tune_decoding.py` chooses them on
     dev data). Each batch may generate `translation_length_limit` of its longest source, or `max_new_tokens`
-    when that is lower; sources longer than the positional table are cut to it.
+    when that is lower; sources longer than the positional table are cut to it. `progress`: a bar over the
+    sentences on a terminal (none when stderr is a file).
     """
     encoded = tokenizer(texts, truncation=True, max_length=model.config.max_position_embeddings)["input_ids"]
     order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
     settings = {name: value for name, value in (("num_beams", num_beams), ("length_penalty", length_penalty)) if value is not None}
     translations = [""] * len(texts)
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        batch = tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt").to(model.device)
-        limit = translation_length_limit(batch["input_ids"].shape[1], model.config)
-        limit = min(limit, max_new_tokens) if max_new_tokens else limit
-        with torch.inference_mode():
-            # an encoder-decoder's output starts with the one start token: max_length = limit + 1, said as
-            # max_length so that it replaces the saved generation config's max_length instead of clashing with it
-            output = model.generate(**batch, max_length=limit + 1, **settings)
-        for index, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True)):
-            translations[index] = text
+    with progress_bar(len(texts), progress) as bar:
+        for start in range(0, len(order), batch_size):
+            indices = order[start : start + batch_size]
+            batch = tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt").to(model.device)
+            limit = translation_length_limit(batch["input_ids"].shape[1], model.config.max_position_embeddings)
+            limit = min(limit, max_new_tokens) if max_new_tokens else limit
+            with torch.inference_mode():
+                # an encoder-decoder's output starts with the one start token: max_length = limit + 1, said as
+                # max_length so that it replaces the saved generation config's max_length instead of clashing
+                output = model.generate(**batch, max_length=limit + 1, **settings)
+            for index, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True)):
+                translations[index] = text
+            bar.update(len(indices))
     return translations
 
 
-__all__ = ["BLEU_TOKENIZE", "bleu_and_chrf", "translate_texts", "translation_length_limit"]
+def progress_bar(total: int, shown: bool) -> tqdm:
+    """A bar over `total` sentences on stderr when `shown` and stderr is a terminal (tqdm's disable=None)."""
+    return tqdm(total=total, unit=" sentences", desc="translating", disable=None if shown else True, leave=False)
+
+
+class TransformersTranslator:
+    """A transformers model and its tokenizer, translating lists of texts (the CTranslate2Translator's shape)."""
+
+    def __init__(self, model, tokenizer):
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.generation_config = model.generation_config
+        self.max_positions = model.config.max_position_embeddings
+
+    def translate(self, texts: list[str], **settings) -> list[str]:
+        """`translate_texts` with this model; settings: batch_size, num_beams, length_penalty, max_new_tokens, progress."""
+        return translate_texts(self.model, self.tokenizer, texts, **settings)
+
+
+__all__ = ["BLEU_TOKENIZE", "bleu_and_chrf", "translate_texts", "translation_length_limit", "TransformersTranslator"]

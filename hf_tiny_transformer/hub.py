@@ -1,6 +1,8 @@
 """Everything a Hub repository needs, in one folder: model, code, tokenizer, and a model card (README.md)."""
 
+import json
 import re
+import shutil
 from pathlib import Path
 
 from huggingface_hub import ModelCard, ModelCardData
@@ -83,14 +85,72 @@ def model_card(
     return ModelCard(content)
 
 
-def save_for_hub(model: TinyTransformerForConditionalGeneration, tokenizer, folder: str | Path, card: ModelCard) -> Path:
-    """Save model, code files, tokenizer and model card into `folder`, ready to upload as it is."""
+def save_for_hub(
+    model: TinyTransformerForConditionalGeneration,
+    tokenizer,
+    folder: str | Path,
+    card: ModelCard,
+    space_folder: str | Path | None = None,
+) -> Path:
+    """Save model, code files, tokenizer and model card into `folder`, ready to upload as it is; with
+    `space_folder`, also a Hub Space there: the demo page (`hf_tiny_transformer.app`) with this model."""
     folder = Path(folder)
     with staged_folder(folder) as staging:  # nothing in `folder` changes until every file is written
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         card.save(staging / "README.md")
+    if space_folder is not None:
+        save_space(model, tokenizer, space_folder, card)
     return folder
 
 
-__all__ = ["model_card", "save_for_hub", "differences_from_the_paper", "with_evaluation"]
+SPACE_APP = '''"""The demo page of the model in this folder: hf_tiny_transformer.app (translation and attention pictures)."""
+
+import sys
+
+from hf_tiny_transformer.app import main
+
+sys.exit(main(["--model", "."]))
+'''
+# What the Space installs: the package's own code travels in the Space (hf_tiny_transformer/), its needs do not.
+SPACE_REQUIREMENTS = ["torch>=2.4", "transformers>=5,<6", "tokenizers>=0.22", "safetensors>=0.4", "huggingface_hub",
+                      "matplotlib>=3.7", "matplotlib-fontja>=1.0"]  # fmt: skip
+
+
+def save_space(model, tokenizer, folder: str | Path, card: ModelCard) -> Path:
+    """A folder to upload as a Hub Space (Gradio SDK): app.py, requirements.txt, a copy of this package, the model
+    and its tokenizer, and README.md with the Space's metadata followed by the model card."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        gradio_version = version("gradio")
+    except PackageNotFoundError:
+        gradio_version = "5.0.0"
+    package = Path(__file__).parent
+    header = {
+        "title": card.data.to_dict().get("model_name") or "hf-tiny-transformer demo",
+        "emoji": "🔤",
+        "colorFrom": "blue",
+        "colorTo": "green",
+        "sdk": "gradio",
+        "sdk_version": gradio_version,
+        "app_file": "app.py",
+        "pinned": False,
+        "license": card.data.license,
+    }
+    folder = Path(folder)
+    with staged_folder(folder) as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "app.py").write_text(SPACE_APP)
+        (staging / "requirements.txt").write_text("\n".join(SPACE_REQUIREMENTS + [f"gradio=={gradio_version}"]) + "\n")
+        for source in [*package.glob("*.py"), *package.glob("presets/*.json")]:
+            target = staging / "hf_tiny_transformer" / source.relative_to(package)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)
+        metadata = "\n".join(f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in header.items())
+        (staging / "README.md").write_text(f"---\n{metadata}\n---\n\n{card.text.lstrip()}", encoding="utf-8")
+    return folder
+
+
+__all__ = ["model_card", "save_for_hub", "save_space", "differences_from_the_paper", "with_evaluation"]

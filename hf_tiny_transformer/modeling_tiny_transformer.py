@@ -763,9 +763,10 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
 
         loss_i = logsumexp(z_i) - (1 - eps) z_iy - eps mean_v(z_iv),
 
-    with the gradient softmax(z_i) - (1 - eps) one-hot(y) - eps / V written straight into one logits-sized buffer.
-    Rows are processed `chunk_rows` at a time in float32, so no other logits-sized buffer is made (torch's
-    cross_entropy keeps its log-softmax for the backward pass, and its gradient is a second one).
+    with the gradient softmax(z_i) - (1 - eps) one-hot(y) - eps / V written in place into one float32 logits-sized
+    buffer (cast to the logits' dtype when that is lower). The forward pass reads the logits `chunk_rows` rows at a
+    time and keeps one number a row: no other logits-sized buffer is made (torch's cross_entropy keeps its
+    log-softmax for the backward pass, and its gradient is a second one).
     """
 
     chunk_rows = 1024
@@ -792,15 +793,15 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_total: torch.Tensor):
         logits, targets, active, log_normalizers = ctx.saved_tensors
         epsilon, vocab_size = ctx.epsilon, logits.shape[-1]
-        grad = torch.empty_like(logits)  # (N, V): the one logits-sized buffer
+        grad = torch.empty_like(logits, dtype=torch.float32)  # (N, V): the one logits-sized buffer
         for start in range(0, logits.shape[0], LabelSmoothedCrossEntropy.chunk_rows):
             rows = slice(start, start + LabelSmoothedCrossEntropy.chunk_rows)
-            chunk = torch.exp(logits[rows].float() - log_normalizers[rows, None])  # softmax, (n, V)
-            chunk -= epsilon / vocab_size
+            chunk = grad[rows]  # (n, V), a view: written in place
+            torch.sub(logits[rows], log_normalizers[rows, None], out=chunk)
+            chunk.exp_().sub_(epsilon / vocab_size)  # softmax - eps / V
             chunk.scatter_add_(-1, targets[rows, None], chunk.new_full((chunk.shape[0], 1), -(1 - epsilon)))
-            chunk *= (grad_total * active[rows]).unsqueeze(-1)
-            grad[rows] = chunk
-        return grad, None, None
+            chunk.mul_((grad_total * active[rows]).unsqueeze(-1))
+        return grad.to(logits.dtype), None, None
 
 
 def label_smoothed_cross_entropy(

@@ -77,6 +77,7 @@ class Attention:
 
     source_tokens: list[str]
     target_tokens: list[str]  # the decoder's inputs: <s> then the target, one per query row
+    target_text: str  # the target as text: the model's translation, or the given target
     encoder: tuple[torch.Tensor, ...]  # per layer (H, S, S)
     decoder: tuple[torch.Tensor, ...]  # per layer (H, T, T)
     cross: tuple[torch.Tensor, ...]  # per layer (H, T, S)
@@ -127,6 +128,7 @@ def attention_weights(model, tokenizer, source: str, target: str | None = None, 
     return Attention(
         source_tokens=readable(tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])),
         target_tokens=readable(tokenizer.convert_ids_to_tokens(decoder_input_ids[0])),
+        target_text=tokenizer.decode(decoder_input_ids[0], skip_special_tokens=True),
         encoder=tuple(w[0].float().cpu() for w in output.encoder_attentions),
         decoder=tuple(w[0].float().cpu() for w in output.decoder_attentions),
         cross=tuple(w[0].float().cpu() for w in output.cross_attentions),

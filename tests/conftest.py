@@ -122,6 +122,9 @@ def run_without_package(script: str, *args: str, cwd) -> str:
 
 
 ROOT = Path(__file__).resolve().parents[1]
+# training/train.py restarts itself with glibc's allocator settings unless GLIBC_TUNABLES is set: the scripts run
+# by the tests get it set already, so that none of them spends seconds starting twice.
+os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=4294967296")
 
 
 @dataclass

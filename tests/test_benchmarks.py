@@ -21,14 +21,15 @@ def load_benchmark():
 
 def test_speed_benchmark_runs_and_prints_every_ratio(tmp_path):
     output = tmp_path / "result.json"
-    command = [sys.executable, str(SCRIPT), "--repeats", "1", "--warmup", "0", "--skip_paper_base"]
+    command = [sys.executable, str(SCRIPT), "--repeats", "1", "--warmup", "0", "--skip_paper_base", "--bf16", "--ctranslate2"]
     result = subprocess.run(
         [*command, "--vocab_size", "512", "--output", str(output)], capture_output=True, text=True, cwd=ROOT
     )
     assert result.returncode == 0, result.stderr[-2000:]
     ratios = json.loads(result.stdout.strip().splitlines()[-1])
+    engines = {f"{workload}_ctranslate2_{q}" for workload in ("greedy_b1", "greedy_b32", "beam4_b8") for q in ("float32", "int8")}
     assert set(ratios) == {
-        "training_fp32", "training_bf16", "recommended_vs_marian_fp32", "memory", "greedy_b1", "greedy_b32", "beam4_b8"
+        "training_fp32", "training_bf16", "ours_bf16_vs_marian_fp32", "memory", "greedy_b1", "greedy_b32", "beam4_b8", *engines
     }  # fmt: skip
     assert all(value > 0 for value in ratios.values())
     table = json.loads(output.read_text())["table"]

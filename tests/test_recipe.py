@@ -143,8 +143,8 @@ def test_translations_are_in_the_given_order_and_their_length_follows_the_source
     assert together == one_by_one
     for text, translation in zip(texts, together):
         source_length = len(tokenizer(text)["input_ids"])
-        assert len(tokenizer(translation)["input_ids"]) <= translation_length_limit(source_length, text_model.config) + 1
-    assert translation_length_limit(3, text_model.config) == 16 and translation_length_limit(100, text_model.config) == 64
+        assert len(tokenizer(translation)["input_ids"]) <= translation_length_limit(source_length, 64) + 1
+    assert translation_length_limit(3, 64) == 16 and translation_length_limit(100, 64) == 64
 
 
 def test_decoding_settings_are_chosen_on_dev_and_written_into_the_generation_config(trained_demo_model, demo_files, tmp_path, capsys):
@@ -161,3 +161,15 @@ def test_decoding_settings_are_chosen_on_dev_and_written_into_the_generation_con
     best = max(result["tried"], key=lambda r: (r["bleu"], -r["seconds"]))
     generation = json.loads((folder / "generation_config.json").read_text())
     assert (generation["num_beams"], generation.get("length_penalty", 1.0)) == (best["num_beams"], best["length_penalty"])
+
+
+def test_train_py_restarts_itself_with_the_allocator_settings_unless_they_are_set():
+    calls = []
+    train.restart_with_allocator_settings(["train.py", "--max_steps", "5"], {"HOME": "/root"}, lambda *args: calls.append(args))
+    if sys.platform == "linux":
+        executable, argv, environment = calls[0]
+        assert argv[1:] == ["train.py", "--max_steps", "5"] and environment["HOME"] == "/root"
+        assert environment["GLIBC_TUNABLES"] == train.MALLOC_SETTINGS
+    calls.clear()
+    train.restart_with_allocator_settings(["train.py"], {"GLIBC_TUNABLES": "mine"}, lambda *args: calls.append(args))
+    assert calls == []

@@ -5,6 +5,7 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from hf_tiny_transformer import model_card, save_for_hub
 from hf_tiny_transformer.demo_corpus import make_demo_corpus
@@ -218,3 +219,41 @@ def test_push_to_hub_py(workspace, case):
 )  # fmt: skip
 def test_make_demo_data_py(workspace, arguments, message):
     check_case(workspace, "make_demo_data.py", [a.format(root=workspace) for a in arguments], message)
+
+
+TRANSLATE_CASES = {
+    "no model": (["--model", None], "the following arguments are required: --model"),
+    "beams 0": (["--num_beams", "0"], "--num_beams must be at least 1"),
+    "batch size 0": (["--batch_size", "0"], "--batch_size must be at least 1"),
+    "longer than the model": (["--max_new_tokens", "100"], "asks for 100 new tokens but the model generates at most 64"),
+    "not a device": (["--device", "toaster"], "--device 'toaster' is not a device"),
+    "a GPU this machine lacks": (["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "xla"], "--device"),
+    "missing model": (["--model", "{root}/nothing"], "--model {root}/nothing does not exist"),
+    "not an export": (["--engine", "ctranslate2"], "is not a folder written by export_ctranslate2"),
+    "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
+}
+
+
+@pytest.mark.parametrize("case", TRANSLATE_CASES)
+def test_translate_py(workspace, case):
+    changes, message = TRANSLATE_CASES[case]
+    check_case(workspace, "translate.py", apply_changes(["--model", str(workspace / "hub"), "I like tea."], changes, workspace), message)
+
+
+OTHER_SCRIPT_CASES = [
+    ("tune_decoding.py", ["--model", "{root}/hub", "--source_file", "{root}/data/train.en"], "pass --corpus_dir (its dev split is used) or --source_file and --reference_file"),
+    ("tune_decoding.py", ["--model", "{root}/hub", "--source_file", "{root}/data/train.en", "--reference_file", "{root}/data/three.txt"], "--source_file has 40 lines but --reference_file has 3"),
+    ("tune_decoding.py", ["--model", "{root}/hub", "--corpus_dir", "{root}/data", "--num_beams", "0"], "--num_beams must be at least 1"),
+    ("average_checkpoints.py", ["--output_dir", "{root}/outputs/averaged"], "pass --run_dir (with --last) or --checkpoints"),
+    ("average_checkpoints.py", ["--run_dir", "{root}/run", "--last", "1", "--output_dir", "{root}/outputs/averaged"], "--last must be at least 2"),
+    ("average_checkpoints.py", ["--run_dir", "{root}/run", "--output_dir", "{root}/a_file"], "--output_dir {root}/a_file"),
+    ("average_checkpoints.py", ["--checkpoints", "{root}/data", "{root}/hub", "--output_dir", "{root}/outputs/averaged"], "--checkpoints: {root}/data holds no model.safetensors"),
+    ("export_ctranslate2.py", ["--model", "{root}/hub", "--output_dir", "{root}/data"], "--output_dir {root}/data is not empty"),
+    ("export_ctranslate2.py", ["--model", "{root}/hub", "--output_dir", "{root}/outputs/ct2", "--quantization", "int4"], "argument --quantization: invalid choice: 'int4'"),
+    ("export_ctranslate2.py", ["--model", "{root}/nothing", "--output_dir", "{root}/outputs/ct2"], "--model {root}/nothing does not exist"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("script, arguments, message", OTHER_SCRIPT_CASES)
+def test_the_other_scripts(workspace, script, arguments, message):
+    check_case(workspace, script, [argument.format(root=workspace) for argument in arguments], message)

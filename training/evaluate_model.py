@@ -13,9 +13,8 @@ a problem is one line on stderr and exit code 2. --output_file is written only w
 
 import json
 import sys
+import time
 from pathlib import Path
-
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_tiny_transformer import read_parallel
 from hf_tiny_transformer.cli import (
@@ -24,13 +23,14 @@ from hf_tiny_transformer.cli import (
     at_least,
     check_generation_length,
     check_output_file,
-    load_pretrained,
+    engine_arguments,
+    load_translator,
     read_lines,
     run,
     trust_remote_code_argument,
     write_text_atomically,
 )
-from hf_tiny_transformer.evaluation import BLEU_TOKENIZE, bleu_and_chrf, translate_texts
+from hf_tiny_transformer.evaluation import BLEU_TOKENIZE, bleu_and_chrf
 from hf_tiny_transformer.hub import with_evaluation
 
 
@@ -55,6 +55,7 @@ def parse_args(argv=None):
     )
     parser.add_argument("--show", type=int, default=0, help="print this many examples")
     parser.add_argument("--min_exact_match", type=float, help="fail when exact match (percent) is below this")
+    engine_arguments(parser)
     trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
     if not args.corpus_dir and not (args.source_file and args.reference_file):
@@ -82,14 +83,14 @@ def read_sources_and_references(args) -> tuple[list[str], list[str]]:
     return sources, references
 
 
-def record_in_model_card(args, model, scores: dict[str, float]):
+def record_in_model_card(args, generation_config, scores: dict[str, float]):
     """The folder's model card gets the scores in its Evaluation section, with how they were measured."""
     card_file = Path(args.model) / "README.md"
     if not card_file.is_file():
         raise UsageError(f"--update_model_card: {args.model} has no README.md model card")
     data = f"`{Path(args.corpus_dir).name}` {args.split} split" if args.corpus_dir else f"`{Path(args.source_file).name}`"
-    beams = model.generation_config.num_beams if args.num_beams is None else args.num_beams
-    penalty = model.generation_config.length_penalty if args.length_penalty is None else args.length_penalty
+    beams = generation_config.num_beams if args.num_beams is None else args.num_beams
+    penalty = generation_config.length_penalty if args.length_penalty is None else args.length_penalty
     how = (
         f"{scores['sentences']} sentences of {data}, beam search with {beams} beams and length penalty {penalty}, "
         f"sacrebleu BLEU ({BLEU_TOKENIZE.get(args.target_lang, '13a')} tokenization) and chrF"
@@ -103,33 +104,37 @@ def main(argv=None) -> int:
     sources, references = read_sources_and_references(args)
     if args.output_file:
         check_output_file(args.output_file, "--output_file", (args.source_file, args.reference_file))
-    config = load_pretrained(AutoConfig, args.model, "--model", args.trust_remote_code)
+    translator = load_translator(args.model, args.engine, args.trust_remote_code, args.device)
     if args.max_new_tokens:
-        check_generation_length(config, args.max_new_tokens, "--max_new_tokens")
-    tokenizer = load_pretrained(AutoTokenizer, args.model, "--model", args.trust_remote_code)
-    model = load_pretrained(AutoModelForSeq2SeqLM, args.model, "--model", args.trust_remote_code).eval()
-
-    hypotheses = translate_texts(
-        model,
-        tokenizer,
+        check_generation_length(translator.max_positions, args.max_new_tokens, "--max_new_tokens")
+    start = time.perf_counter()
+    hypotheses = translator.translate(
         sources,
         batch_size=args.batch_size,
         num_beams=args.num_beams,
         length_penalty=args.length_penalty,
         max_new_tokens=args.max_new_tokens,
+        progress=True,
     )
+    seconds = time.perf_counter() - start
+    tokenizer, generation_config = translator.tokenizer, translator.generation_config
     if args.output_file:
         write_text_atomically(args.output_file, "\n".join(hypotheses) + "\n")
 
     normalize = tokenizer.backend_tokenizer.normalizer.normalize_str  # compare as the tokenizer sees text
     exact = sum(normalize(h) == normalize(r) for h, r in zip(hypotheses, references)) / len(references) * 100
-    scores = {**bleu_and_chrf(hypotheses, references, args.target_lang), "exact_match": exact, "sentences": len(sources)}
+    scores = {
+        **bleu_and_chrf(hypotheses, references, args.target_lang),
+        "exact_match": exact,
+        "sentences": len(sources),
+        "sentences_per_s": len(sources) / seconds,
+    }
     for source, hypothesis, reference in list(zip(sources, hypotheses, references))[: args.show]:
         mark = "=" if normalize(hypothesis) == normalize(reference) else "x"
         print(f"{mark} {source}\n    -> {hypothesis}\n       {reference}")
     print(json.dumps({key: round(value, 2) for key, value in scores.items()}))
     if args.update_model_card:
-        record_in_model_card(args, model, scores)
+        record_in_model_card(args, generation_config, scores)
     if args.min_exact_match is not None and exact < args.min_exact_match:
         print(f"evaluate_model.py: exact match {exact:.1f}% is below {args.min_exact_match}%", file=sys.stderr)
         return 1

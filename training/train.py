@@ -18,16 +18,35 @@ Without --tokenizer_name, a tokenizer is trained on the training data first (or,
 for the Hub, with the test metrics in its model card.
 """
 
+import os
+import sys
+
+# glibc's allocator keeps the memory a training step frees for the next step instead of returning it to the system
+# and faulting it in again (15-20 % faster here; benchmarks/README.md, "The allocator"). The script restarts itself
+# with these settings before anything heavy is imported, unless GLIBC_TUNABLES is set already.
+MALLOC_SETTINGS = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296"
+
+
+def restart_with_allocator_settings(argv: list[str], environment: dict, execve=os.execve):
+    """Replace this process by the same command with MALLOC_SETTINGS (Linux), unless GLIBC_TUNABLES is set."""
+    if sys.platform == "linux" and "GLIBC_TUNABLES" not in environment:
+        execve(sys.executable, [sys.executable, *argv], {**environment, "GLIBC_TUNABLES": MALLOC_SETTINGS})
+
+
+if __name__ == "__main__":
+    restart_with_allocator_settings(sys.argv, dict(os.environ))
+
 import dataclasses
 import difflib
 import json
 import logging
 import math
 import shutil
-import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import datasets
 import numpy as np
 import transformers
 from datasets import Dataset, DatasetDict, load_dataset
@@ -41,6 +60,7 @@ from transformers import (
     HfArgumentParser,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
+    TrainerCallback,
     set_seed,
 )
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -437,10 +457,8 @@ def tokenize_splits(splits, tokenizer, data_args: DataArguments) -> DatasetDict:
         labels = tokenizer(text_target=batch["target"], max_length=data_args.max_target_length, truncation=True)
         return {**encoded, "labels": labels["input_ids"]}
 
-    datasets = DatasetDict(
-        {split: Dataset.from_dict({"source": s, "target": t}) for split, (s, t) in splits.items()}
-    )
-    return datasets.map(tokenize, batched=True, remove_columns=["source", "target"])
+    texts = DatasetDict({split: Dataset.from_dict({"source": s, "target": t}) for split, (s, t) in splits.items()})
+    return texts.map(tokenize, batched=True, remove_columns=["source", "target"])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -614,6 +632,48 @@ def prepare(model_args: ModelArguments, data_args: DataArguments, training_args:
     return checkpoint, splits, tokenizer, make_model(model_args, config, tokenizer)
 
 
+class ProgressLog(TrainerCallback):
+    """Where no progress bar is drawn (output to a file, CI): at every logging step, one line with the step, the
+    time elapsed and an estimate of the time left."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start, self.first_step = time.monotonic(), state.global_step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        done, elapsed = state.global_step - self.first_step, time.monotonic() - self.start
+        if done <= 0 or not state.max_steps:
+            return
+        left = elapsed / done * (state.max_steps - state.global_step)
+        loss = f", loss {logs['loss']:.4g}" if logs and "loss" in logs else ""
+        logger.info(
+            "step %d/%d (%d%%), %s elapsed, about %s left%s",
+            state.global_step,
+            state.max_steps,
+            100 * state.global_step // state.max_steps,
+            clock(elapsed),
+            clock(left),
+            loss,
+        )
+
+
+def clock(seconds: float) -> str:
+    """1:02:03 or 2:03."""
+    minutes, seconds = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+
+
+def progress_output(training_args: TrainingArguments) -> list[TrainerCallback]:
+    """Progress bars (Trainer's, with elapsed time and ETA) on a terminal; elsewhere (a log file, CI) no bars, whose
+    carriage returns would fill the file, but a ProgressLog line at every logging step."""
+    if sys.stderr.isatty():
+        return []
+    training_args.disable_tqdm = True
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    return [ProgressLog()]
+
+
 class TranslationTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer that, with --batch_tokens, batches sentence pairs by tokens (TokenBatchSampler); the DataLoader
     goes through accelerate's prepare() as Trainer's own does, which shards the batches under torchrun."""
@@ -661,16 +721,18 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, training_args: TrainingArg
 
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
+    callbacks = progress_output(training_args)
     checkpoint, splits, tokenizer, model = prepare(model_args, data_args, training_args)
-    datasets = tokenize_splits(splits, tokenizer, data_args)
-    logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", {k: len(v) for k, v in datasets.items()})
+    tokenized = tokenize_splits(splits, tokenizer, data_args)
+    logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", {k: len(v) for k, v in tokenized.items()})
 
     use_the_models_label_smoothing(model, training_args)
     trainer = TranslationTrainer(
+        callbacks=callbacks,
         model=model,
         args=training_args,
-        train_dataset=datasets["train"],
-        eval_dataset=datasets.get("validation"),
+        train_dataset=tokenized["train"],
+        eval_dataset=tokenized.get("validation"),
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         processing_class=tokenizer,
         compute_metrics=metrics_function(tokenizer, data_args.target_lang),
@@ -689,8 +751,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     # The trained model is saved before anything else can fail; the test metrics are added to its card after.
     if trainer.is_world_process_zero():
         save_hub_folder(trainer.model, tokenizer, model_args, data_args, training_args, metrics)
-    if "test" in datasets and training_args.do_predict:
-        test = trainer.predict(datasets["test"], metric_key_prefix="test")
+    if "test" in tokenized and training_args.do_predict:
+        test = trainer.predict(tokenized["test"], metric_key_prefix="test")
         metrics.update({key: value for key, value in test.metrics.items() if key in ("test_bleu", "test_chrf")})
         if trainer.is_world_process_zero():
             save_hub_folder(trainer.model, tokenizer, model_args, data_args, training_args, metrics, card_only=True)

@@ -14,20 +14,19 @@ import sys
 import time
 from pathlib import Path
 
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
 from hf_tiny_transformer import read_parallel
 from hf_tiny_transformer.cli import (
     ArgumentParser,
     UsageError,
     at_least,
-    load_pretrained,
+    engine_arguments,
+    load_translator,
     read_lines,
     run,
     trust_remote_code_argument,
     write_text_atomically,
 )
-from hf_tiny_transformer.evaluation import bleu_and_chrf, translate_texts
+from hf_tiny_transformer.evaluation import bleu_and_chrf
 
 
 def parse_args(argv=None):
@@ -42,6 +41,7 @@ def parse_args(argv=None):
     parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.6, 1.0, 1.4])
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--dry_run", action="store_true", help="print the table, change nothing")
+    engine_arguments(parser)
     trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
     if not args.corpus_dir and not (args.source_file and args.reference_file):
@@ -74,14 +74,13 @@ def settings(args) -> list[tuple[int, float]]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     sources, references = dev_data(args)
-    tokenizer = load_pretrained(AutoTokenizer, args.model, "--model", args.trust_remote_code)
-    model = load_pretrained(AutoModelForSeq2SeqLM, args.model, "--model", args.trust_remote_code).eval()
+    translator = load_translator(args.model, args.engine, args.trust_remote_code, args.device)
     results = []
     print("| beams | length penalty | dev BLEU | dev chrF | seconds |\n|---:|---:|---:|---:|---:|")
     for beams, penalty in settings(args):
         start = time.perf_counter()
-        hypotheses = translate_texts(
-            model, tokenizer, sources, batch_size=args.batch_size, num_beams=beams, length_penalty=penalty
+        hypotheses = translator.translate(
+            sources, batch_size=args.batch_size, num_beams=beams, length_penalty=penalty, progress=True
         )
         scores = bleu_and_chrf(hypotheses, references, args.target_lang)
         seconds = time.perf_counter() - start
@@ -90,9 +89,9 @@ def main(argv=None) -> int:
     best = max(results, key=lambda result: (result["bleu"], -result["seconds"]))
     print(json.dumps({"best": best, "tried": results}))
     if not args.dry_run:
-        model.generation_config.num_beams = best["num_beams"]
-        model.generation_config.length_penalty = best["length_penalty"]
-        write_text_atomically(Path(args.model) / "generation_config.json", model.generation_config.to_json_string())
+        generation_config = translator.generation_config
+        generation_config.num_beams, generation_config.length_penalty = best["num_beams"], best["length_penalty"]
+        write_text_atomically(Path(args.model) / "generation_config.json", generation_config.to_json_string())
         print(f"wrote num_beams {best['num_beams']}, length_penalty {best['length_penalty']} into {args.model}")
     return 0
 

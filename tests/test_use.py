@@ -1,0 +1,174 @@
+"""What a user sees: progress output, the translate command, the demo page (through gradio_client and in a real
+browser), and the Hub Space folder."""
+
+import fcntl
+import io
+import json
+import os
+import pty
+import shutil
+import socket
+import subprocess
+import struct
+import sys
+import termios
+
+import pytest
+
+from hf_tiny_transformer import model_card, save_for_hub
+from hf_tiny_transformer.visualization import attention_weights
+
+from conftest import ROOT, run_without_package
+
+sys.path.insert(0, str(ROOT / "training"))
+import translate  # noqa: E402
+
+
+def run_in_terminal(arguments: list[str], timeout: float = 300) -> str:
+    """Run a command with a pseudo-terminal as stdout and stderr (as a person at a terminal would) and return all it
+    wrote there."""
+    leader, follower = pty.openpty()
+    # a real terminal's size: tqdm draws nothing on one of unknown size (0 rows)
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, cwd=ROOT)
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the command ended and closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    process.wait(timeout=timeout)
+    os.close(leader)
+    assert process.returncode == 0, output.decode(errors="replace")[-3000:]
+    return output.decode(errors="replace")
+
+
+def small_training(demo_files, output_dir, *extra: str) -> list[str]:
+    return [
+        sys.executable, str(ROOT / "training" / "train.py"),
+        "--preset", "tiny", "--vocab_size", "600", "--config_overrides",
+        "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64",
+        "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
+        "--output_dir", str(output_dir), "--max_steps", "8", "--logging_steps", "4", "--warmup_steps", "2",
+        "--save_strategy", "no", "--use_cpu", "true", "--report_to", "none", *extra,
+    ]  # fmt: skip
+
+
+def test_training_at_a_terminal_shows_a_progress_bar_with_elapsed_time_and_eta(demo_files, tmp_path):
+    output = run_in_terminal(small_training(demo_files, tmp_path / "run"))
+    bars = [line for line in output.split("\r") if "/8 [" in line]
+    assert bars and any("<" in bar and ("it/s]" in bar or "s/it]" in bar) for bar in bars), output[-2000:]
+
+
+def test_training_into_a_log_file_writes_progress_lines_not_bars(demo_files, tmp_path):
+    log = tmp_path / "train.log"
+    with open(log, "w") as file:
+        result = subprocess.run(small_training(demo_files, tmp_path / "run"), stdout=file, stderr=subprocess.STDOUT, cwd=ROOT)
+    text = log.read_text()
+    assert result.returncode == 0, text[-3000:]
+    assert "\r" not in text
+    assert "step 4/8 (50%)" in text and "elapsed, about" in text and "left, loss" in text
+
+
+def test_evaluation_shows_a_bar_over_sentences_only_at_a_terminal(trained_demo_model, demo_files, tmp_path):
+    arguments = [sys.executable, str(ROOT / "training" / "evaluate_model.py"), "--model", str(trained_demo_model),
+                 "--source_file", str(demo_files / "validation.en"), "--reference_file", str(demo_files / "validation.ja"),
+                 "--num_beams", "1", "--batch_size", "8"]  # fmt: skip
+    at_terminal = run_in_terminal(arguments)
+    assert "translating" in at_terminal and "/40 [" in at_terminal and "sentences/s]" in at_terminal
+    to_file = subprocess.run(arguments, capture_output=True, text=True, cwd=ROOT)
+    assert to_file.returncode == 0 and "\r" not in to_file.stderr and "translating" not in to_file.stderr
+
+
+def test_translate_arguments_and_standard_input(trained_demo_model, demo_files, monkeypatch, capsys):
+    from hf_tiny_transformer.cli import load_translator
+
+    sentences = (demo_files / "validation.en").read_text(encoding="utf-8").splitlines()[:5]
+    expected = load_translator(str(trained_demo_model), "transformers", False).translate(sentences)
+    assert translate.main(["--model", str(trained_demo_model), *sentences[:2]]) == 0
+    assert capsys.readouterr().out.splitlines() == expected[:2]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join([sentences[2], "", sentences[3], "  ", sentences[4]]) + "\n"))
+    assert translate.main(["--model", str(trained_demo_model), "--batch_size", "2"]) == 0
+    assert capsys.readouterr().out.splitlines() == [expected[2], "", expected[3], "", expected[4]]
+
+
+def test_translate_reads_a_pipe_line_by_line(trained_demo_model, demo_files):
+    sentences = (demo_files / "test.en").read_text(encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "training" / "translate.py"), "--model", str(trained_demo_model), "--batch_size", "16"],
+        input=sentences, capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(sentences.splitlines()) == 187 and all(lines)
+    references = (demo_files / "test.ja").read_text(encoding="utf-8").splitlines()
+    assert sum(line == reference for line, reference in zip(lines, references)) > 90  # in the right order
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def demo_page(trained_demo_model):
+    """The demo page of the trained demo model, running on a free local port."""
+    from hf_tiny_transformer.app import build_app, load
+
+    model, tokenizer = load(str(trained_demo_model))
+    app = build_app(model, tokenizer, ["I eat cake."])
+    _, url, _ = app.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    yield url, model, tokenizer
+    app.close()
+
+
+def test_the_demo_page_translates_and_draws_through_its_api(demo_page):
+    from gradio_client import Client
+    from PIL import Image
+
+    url, model, tokenizer = demo_page
+    translation, image = Client(url, verbose=False).predict("I eat cake.", "cross", 1, api_name="/translate")
+    assert translation == attention_weights(model, tokenizer, "I eat cake.").target_text
+    assert translation.endswith("。")
+    with Image.open(image) as picture:
+        assert picture.format in ("PNG", "WEBP") and picture.width > 200 and picture.height > 200
+
+
+def test_the_demo_page_in_a_real_browser(demo_page, tmp_path):
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        if os.environ.get("CI"):
+            pytest.fail("CI installs chromium and chromium-driver (.ci/run); they are missing")
+        pytest.skip("Debian's chromium and chromium-driver are not installed")
+    from hf_tiny_transformer.app import use_in_browser
+
+    url, model, tokenizer = demo_page
+    screenshot = tmp_path / "page.png"
+    assert use_in_browser(url, "She reads books.", screenshot) == attention_weights(model, tokenizer, "She reads books.").target_text
+    assert screenshot.stat().st_size > 10_000
+
+
+def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo_model, tmp_path):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model)
+    tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
+    card = model_card(model, source_lang="en", target_lang="ja", training_data="the demo corpus")
+    save_for_hub(model, tokenizer, tmp_path / "hub", card, space_folder=tmp_path / "space")
+    space = tmp_path / "space"
+    assert {"app.py", "requirements.txt", "README.md", "model.safetensors", "tokenizer.json"} <= {p.name for p in space.iterdir()}
+    assert (space / "hf_tiny_transformer" / "app.py").is_file()
+    assert "sdk: \"gradio\"" in (space / "README.md").read_text() and "app_file: \"app.py\"" in (space / "README.md").read_text()
+    script = (
+        "import json, os, sys\nsys.path.insert(0, os.getcwd())\nimport hf_tiny_transformer\n"
+        "assert hf_tiny_transformer.__file__.startswith(os.getcwd()), hf_tiny_transformer.__file__\n"
+        "from hf_tiny_transformer.app import Demo, load\n"
+        "translation, picture = Demo(*load('.')).translate_and_draw('I eat cake.', 'cross', 1)\n"
+        "print(json.dumps([translation, picture.size[0] > 200]))"
+    )
+    result = json.loads(run_without_package(script, cwd=space))
+    assert result == [attention_weights(model, tokenizer, "I eat cake.").target_text, True]
