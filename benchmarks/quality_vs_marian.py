@@ -38,12 +38,13 @@ def run(command: list[str]) -> str:
 
 
 def train_and_score(args, architecture: str, output_dir: Path, tokenizer: Path | None) -> dict:
-    """Train with train.py, which ends by translating the test set (the preset's beams) and scoring it."""
+    """Train with train.py (the preset's recipe, checkpoint averaging included), which ends by translating the test
+    set (the preset's beams, the same for both models) and scoring it."""
     command = [
         sys.executable, "training/train.py", f"training/presets/{args.direction}.json",
         "--corpus_dir", args.corpus_dir, "--output_dir", str(output_dir), "--overwrite_output_dir", "true",
-        "--max_steps", str(args.max_steps), "--architecture", architecture, "--save_strategy", "no",
-        "--eval_strategy", "no", *(["--tokenizer_name", str(tokenizer)] if tokenizer else []), *args.extra,
+        "--max_steps", str(args.max_steps), "--architecture", architecture, "--do_predict", "true",
+        *(["--tokenizer_name", str(tokenizer)] if tokenizer else []), *args.extra,
     ]
     start = time.perf_counter()
     run(command)

@@ -54,20 +54,36 @@ def translate_texts(
     sentences on a terminal (none when stderr is a file).
     """
     encoded = tokenizer(texts, truncation=True, max_length=model.config.max_position_embeddings)["input_ids"]
-    order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
     settings = {name: value for name, value in (("num_beams", num_beams), ("length_penalty", length_penalty)) if value is not None}
-    translations = [""] * len(texts)
-    with progress_bar(len(texts), progress) as bar:
+
+    def translate_batch(indices: list[int]) -> list[str]:
+        batch = tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt").to(model.device)
+        limit = generation_limit(batch["input_ids"].shape[1], model.config.max_position_embeddings, max_new_tokens)
+        with torch.inference_mode():
+            # an encoder-decoder's output starts with the one start token: max_length = limit + 1, said as
+            # max_length so that it replaces the saved generation config's max_length instead of clashing
+            output = model.generate(**batch, max_length=limit + 1, **settings)
+        return tokenizer.batch_decode(output, skip_special_tokens=True)
+
+    return in_length_batches([len(ids) for ids in encoded], batch_size, translate_batch, progress)
+
+
+def generation_limit(longest_source: int, max_positions: int, max_new_tokens: int | None) -> int:
+    """New tokens a batch whose longest source has `longest_source` tokens may get: translation_length_limit, or
+    `max_new_tokens` when that is lower."""
+    limit = translation_length_limit(longest_source, max_positions)
+    return min(limit, max_new_tokens) if max_new_tokens else limit
+
+
+def in_length_batches(lengths: list[int], batch_size: int, translate_batch, progress: bool) -> list[str]:
+    """Translations of inputs of the given lengths, in the inputs' order, made in batches of `batch_size` inputs of
+    similar length (the least padding): `translate_batch(indices)` returns the translations of those inputs."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    translations = [""] * len(lengths)
+    with progress_bar(len(lengths), progress) as bar:
         for start in range(0, len(order), batch_size):
             indices = order[start : start + batch_size]
-            batch = tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt").to(model.device)
-            limit = translation_length_limit(batch["input_ids"].shape[1], model.config.max_position_embeddings)
-            limit = min(limit, max_new_tokens) if max_new_tokens else limit
-            with torch.inference_mode():
-                # an encoder-decoder's output starts with the one start token: max_length = limit + 1, said as
-                # max_length so that it replaces the saved generation config's max_length instead of clashing
-                output = model.generate(**batch, max_length=limit + 1, **settings)
-            for index, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True)):
+            for index, text in zip(indices, translate_batch(indices)):
                 translations[index] = text
             bar.update(len(indices))
     return translations
@@ -91,4 +107,12 @@ class TransformersTranslator:
         return translate_texts(self.model, self.tokenizer, texts, **settings)
 
 
-__all__ = ["BLEU_TOKENIZE", "bleu_and_chrf", "translate_texts", "translation_length_limit", "TransformersTranslator"]
+__all__ = [
+    "BLEU_TOKENIZE",
+    "bleu_and_chrf",
+    "translate_texts",
+    "translation_length_limit",
+    "generation_limit",
+    "in_length_batches",
+    "TransformersTranslator",
+]

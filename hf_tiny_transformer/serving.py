@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .evaluation import progress_bar, translation_length_limit
+from .evaluation import generation_limit, in_length_batches
 
 SETTINGS_FILE = "hf_tiny_transformer.json"  # what the translator needs besides the engine's files
 
@@ -212,31 +212,26 @@ class CTranslate2Translator:
         max_new_tokens: int | None = None,
         progress: bool = False,
     ) -> list[str]:
-        """Translate `texts` in their order, in batches of similar length, each allowed translation_length_limit of
-        its longest source (or max_new_tokens when lower), as evaluation.translate_texts does for transformers;
-        decoding settings not given come from the model's generation config."""
+        """Translate `texts` in their order, in batches of similar length, each batch allowed `generation_limit` new
+        tokens, as evaluation.translate_texts does for transformers; decoding settings not given come from the
+        model's generation config."""
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_positions)["input_ids"]
         tokens = [self.tokenizer.convert_ids_to_tokens(ids) for ids in encoded]
-        order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
         beams = num_beams or self.generation_config.num_beams or 1
         penalty = next(value for value in (length_penalty, self.generation_config.length_penalty, 1.0) if value is not None)
-        translations = [""] * len(texts)
-        with progress_bar(len(texts), progress) as bar:
-            for start in range(0, len(order), batch_size):
-                indices = order[start : start + batch_size]
-                limit = translation_length_limit(max(len(tokens[i]) for i in indices), self.max_positions)
-                results = self.translator.translate_batch(
-                    [tokens[i] for i in indices],
-                    beam_size=beams,
-                    length_penalty=penalty,
-                    max_decoding_length=min(limit, max_new_tokens) if max_new_tokens else limit,
-                    max_input_length=0,
-                )
-                for index, result in zip(indices, results):
-                    ids = self.tokenizer.convert_tokens_to_ids(result.hypotheses[0])
-                    translations[index] = self.tokenizer.decode(ids, skip_special_tokens=True)
-                bar.update(len(indices))
-        return translations
+
+        def translate_batch(indices: list[int]) -> list[str]:
+            results = self.translator.translate_batch(
+                [tokens[i] for i in indices],
+                beam_size=beams,
+                length_penalty=penalty,
+                max_decoding_length=generation_limit(max(len(tokens[i]) for i in indices), self.max_positions, max_new_tokens),
+                max_input_length=0,
+            )
+            ids = [self.tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+            return self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+        return in_length_batches([len(ids) for ids in encoded], batch_size, translate_batch, progress)
 
 
 __all__ = ["export_ctranslate2", "CTranslate2Translator", "model_spec", "convert"]
