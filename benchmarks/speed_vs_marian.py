@@ -63,7 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--bf16",
         action="store_true",
         help="also train both in bfloat16 (CPU autocast): fast only where the CPU has bfloat16 instructions (AVX-512 "
-        "BF16, AMX), about 25x slower than float32 where it has not (benchmarks/README.md)",
+        "BF16, AMX), about 27x slower than float32 where it has not (benchmarks/README.md)",
     )
     parser.add_argument(
         "--trainer_smoother_for_ours",

@@ -116,7 +116,8 @@ def attention_weights(model, tokenizer, source: str, target: str | None = None, 
     if target is None:
         longest = min(64, model.config.max_position_embeddings - 1)
         with torch.inference_mode():
-            generated = model.generate(**encoded, num_beams=num_beams, max_new_tokens=longest)  # (1, T)
+            # max_length (start token + longest), so that it replaces the saved generation config's max_length
+            generated = model.generate(**encoded, num_beams=num_beams, max_length=longest + 1)  # (1, T)
         ends_with_eos = generated[0, -1] == model.config.eos_token_id
         decoder_input_ids = generated[:, :-1] if ends_with_eos else generated  # <s> t1 ... tn
     else:
