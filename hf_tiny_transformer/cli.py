@@ -35,8 +35,14 @@ class ArgumentParser(OneLineErrors, argparse.ArgumentParser):
 
 
 def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
-    """Call `main(argv)`; a UsageError is printed as one line on stderr, with exit code 2."""
+    """Call `main(argv)`; a UsageError is printed as one line on stderr, with exit code 2. The libraries' own
+    progress bars (loading weights, downloads) show only when stderr is a terminal: in a file or CI their carriage
+    returns would make the log unreadable."""
     prog = Path(sys.argv[0]).name
+    if not sys.stderr.isatty():
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
     try:
         return main(argv) or 0
     except UsageError as error:
@@ -134,7 +140,7 @@ def write_text_atomically(path: str | os.PathLike, text: str):
 def load_pretrained(auto_class, name: str, flag: str, trust_remote_code: bool, **kwargs):
     """`auto_class.from_pretrained(name)` (AutoConfig, AutoTokenizer, AutoModelForSeq2SeqLM), with a UsageError
     naming the flag and the fix when the folder is missing, incomplete, or holds code the user did not allow."""
-    if not Path(name).exists() and not is_hub_id(name):
+    if not Path(name).exists() and (in_a_local_folder(name) or not is_hub_id(name)):
         raise UsageError(f"{flag} {name} does not exist; pass a folder saved with save_pretrained or a Hub id")
     try:
         return auto_class.from_pretrained(name, trust_remote_code=trust_remote_code, **kwargs)
@@ -145,6 +151,12 @@ def load_pretrained(auto_class, name: str, flag: str, trust_remote_code: bool, *
                 "--trust_remote_code to run it"
             ) from None
         raise UsageError(f"{flag} {name} cannot be loaded: {first_line(error)}") from None
+
+
+def in_a_local_folder(name: str) -> bool:
+    """Whether `name` names something inside an existing local folder (`runs/en-ja` with `runs/` here): a path,
+    not a Hub id, even where it has the form of one."""
+    return Path(name).parent != Path(".") and Path(name).parent.is_dir()
 
 
 def is_hub_id(name: str) -> bool:

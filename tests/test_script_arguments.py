@@ -229,6 +229,7 @@ TRANSLATE_CASES = {
     "not a device": (["--device", "toaster"], "--device 'toaster' is not a device"),
     "a GPU this machine lacks": (["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "xla"], "--device"),
     "missing model": (["--model", "{root}/nothing"], "--model {root}/nothing does not exist"),
+    "missing model in a local folder": (["--model", "tests/nothing"], "--model tests/nothing does not exist"),
     "not an export": (["--engine", "ctranslate2"], "is not a folder written by export_ctranslate2"),
     "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
 }
