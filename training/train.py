@@ -665,12 +665,12 @@ def clock(seconds: float) -> str:
 
 def progress_output(training_args: TrainingArguments) -> list[TrainerCallback]:
     """Progress bars (Trainer's, with elapsed time and ETA) on a terminal; elsewhere (a log file, CI) no bars, whose
-    carriage returns would fill the file, but a ProgressLog line at every logging step."""
+    carriage returns would fill the file, but a ProgressLog line at every logging step (cli.run already turned
+    transformers' own bars off there)."""
     if sys.stderr.isatty():
         return []
     training_args.disable_tqdm = True
     datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
     return [ProgressLog()]
 
 
