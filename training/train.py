@@ -173,6 +173,9 @@ class TrainingArguments(Seq2SeqTrainingArguments):
     label_smoothing_factor: float = field(default=0.1, metadata={"help": "paper: 0.1"})
     train_sampling_strategy: str = field(default="group_by_length", metadata={"help": "batch similar lengths"})
     predict_with_generate: bool = field(default=True, metadata={"help": "evaluate BLEU/chrF on generated text"})
+    include_num_input_tokens_seen: str = field(  # a str, so that non_padding parses (as `str | bool` it cannot)
+        default="no", metadata={"help": "Trainer counts the source tokens it trains on: no, all, or non_padding"}
+    )
     generation_max_length: int | None = field(
         default=None, metadata={"help": "longest generated sequence, start token included; default: max_target_length + 1"}
     )
@@ -746,6 +749,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         result.training_loss,
     )
     metrics = {"train_runtime_s": result.metrics["train_runtime"], "train_steps": trainer.state.global_step}
+    if training_args.include_num_input_tokens_seen != "no":  # Trainer's count of source tokens (padding or not)
+        metrics["num_input_tokens_seen"] = trainer.state.num_input_tokens_seen
     if training_args.average_checkpoints:
         average_last_checkpoints(trainer, training_args)
     # The trained model is saved before anything else can fail; the test metrics are added to its card after.

@@ -1,0 +1,107 @@
+"""Training speed of the project's recommended mode against transformers' MarianMTModel as a user gets it by
+default, on the real corpus, in source tokens a second without padding.
+
+    python benchmarks/training_modes.py [--preset training/presets/ja-en.json] [--tokenizer runs/ja-en/tokenizer]
+        [--max_steps 150] [--rounds 2] [--corpus_dir DIR]
+
+Every run is a fresh `training/train.py` process with the preset's recipe, less its checkpoints, averaging and test
+translation, for --max_steps steps; Trainer counts the source tokens it trains on without padding
+(`--include_num_input_tokens_seen non_padding`), divided by its training time. The modes take turns for --rounds
+rounds; medians.
+- ours, recommended: the preset as it is (batches of --batch_tokens tokens, label smoothing inside the model's
+  loss, train.py's allocator settings);
+- Marian, the same flags: the same with `--architecture marian` (label smoothing by Trainer's LabelSmoother);
+- Marian, Trainer's defaults: `--architecture marian`, batches of 64 pairs in Trainer's random order
+  (`--train_sampling_strategy random`), glibc's default allocator (GLIBC_TUNABLES set empty, which train.py
+  leaves as it is).
+All in float32. Prints a table and one JSON line; writes runs/speed/training_modes.json.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hf_tiny_transformer.cli import ArgumentParser, UsageError, at_least, read_json_object, run, write_text_atomically
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ALLOCATOR = {"GLIBC_TUNABLES": ""}  # set, so train.py does not re-execute itself with its own settings
+MODES = {  # flags replacing the preset's (None: the flag removed), environment
+    "ours, recommended": ({}, {}),
+    "Marian, the same flags": ({"architecture": "marian"}, {}),
+    "Marian, Trainer's defaults": (
+        {"architecture": "marian", "batch_tokens": None, "per_device_train_batch_size": 64,
+         "train_sampling_strategy": "random"}, DEFAULT_ALLOCATOR
+    ),
+}
+NOT_TIMED = {"average_checkpoints": None, "save_steps": None, "save_total_limit": None, "save_strategy": "no",
+             "do_predict": False, "eval_strategy": "no"}  # fmt: skip
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default=str(ROOT / "training" / "presets" / "ja-en.json"))
+    parser.add_argument("--tokenizer", help="a saved tokenizer, e.g. runs/ja-en/tokenizer; default: each run trains one")
+    parser.add_argument("--corpus_dir", help="default: the preset's")
+    parser.add_argument("--max_steps", type=int, default=150)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "training_modes.json")
+    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags for train.py (put it last)")
+    args = parser.parse_args(argv)
+    at_least("--max_steps", args.max_steps, 1)
+    at_least("--rounds", args.rounds, 1)
+    if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").is_file():
+        raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
+    return args
+
+
+def flags_file(preset: dict, changes: dict, args, output_dir: Path) -> Path:
+    """The preset with `changes` and this benchmark's settings, as a JSON flags file for train.py."""
+    flags = {**preset, **NOT_TIMED, **changes, "max_steps": args.max_steps, "output_dir": str(output_dir),
+             "include_num_input_tokens_seen": "non_padding", "disable_tqdm": True}  # fmt: skip
+    flags.update({"corpus_dir": args.corpus_dir} if args.corpus_dir else {})
+    flags.update({"tokenizer_name": args.tokenizer} if args.tokenizer else {})
+    path = output_dir.with_suffix(".json")
+    path.write_text(json.dumps({key: value for key, value in flags.items() if value is not None}))
+    return path
+
+
+def tokens_per_second(preset: dict, mode: str, args, folder: Path) -> float:
+    changes, environment = MODES[mode]
+    output_dir = folder / mode.replace(" ", "_").replace(",", "").replace("'", "")
+    command = [sys.executable, str(ROOT / "training" / "train.py"), str(flags_file(preset, changes, args, output_dir)),
+               "--overwrite_output_dir", "true", *args.extra]  # fmt: skip
+    result = subprocess.run(command, check=False, cwd=ROOT, env={**os.environ, **environment}, capture_output=True, text=True)
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines() or ["no output"]
+        raise UsageError(f"train.py failed for {mode!r}: {lines[-1]}")
+    metrics = json.loads((output_dir / "metrics.json").read_text())
+    return metrics["num_input_tokens_seen"] / metrics["train_runtime_s"]
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    preset = read_json_object(args.preset, "--preset")
+    speeds = {mode: [] for mode in MODES}
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(args.rounds):
+            for mode in MODES:
+                speeds[mode].append(tokens_per_second(preset, mode, args, Path(folder)))
+    medians = {mode: statistics.median(values) for mode, values in speeds.items()}
+    recommended = medians["ours, recommended"]
+    print(f"{Path(args.preset).name}, {args.max_steps} steps a run, {args.rounds} rounds, float32")
+    print("| mode | source tokens/s (no padding) | ours, recommended / this |\n|---|---:|---:|")
+    for mode, value in medians.items():
+        print(f"| {mode} | {value:,.0f} | {recommended / value:.2f} |")
+    result = {"preset": Path(args.preset).name, "max_steps": args.max_steps, "speeds": speeds, "medians": medians}
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(args.output, json.dumps(result, indent=2) + "\n")
+    print(json.dumps({mode: round(recommended / value, 2) for mode, value in medians.items()}))
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))
