@@ -158,7 +158,7 @@ def examples_for(folder: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import ArgumentParser, UsageError, check_output_file, first_line, run
+    from .cli import ArgumentParser, UsageError, check_output_file, command_output, first_line, run
 
     def start(argv):
         parser = ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         _, url, _ = app.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True)
         try:
-            print(use_in_browser(url, examples_for(args.model)[0], args.screenshot))
+            with command_output(sys.stdout) as output:
+                output.info(use_in_browser(url, examples_for(args.model)[0], args.screenshot))
         finally:
             app.close()
         return 0

@@ -1,6 +1,6 @@
 """What the command-line scripts in training/ share: one-line errors, checked input files, safe output files.
 
-Every script turns a bad argument or file into a `UsageError` before any long work starts; `run` prints it as
+Every script turns a bad argument or file into a `UsageError` before any long work starts; `run` writes it as
 one line (`train.py: --num_beams must be at least 1, got 0`) and exits with 2, never with a traceback. Outputs
 are written to a temporary file beside their destination and renamed over it when complete, so that a crash
 never leaves a half-written file where a good one was.
@@ -9,6 +9,7 @@ never leaves a half-written file where a good one was.
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -46,8 +47,25 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
     try:
         return main(argv) or 0
     except UsageError as error:
-        print(f"{prog}: {first_line(error)}", file=sys.stderr)
+        with command_output(sys.stderr) as output:
+            output.error(f"{prog}: {first_line(error)}")
         return 2
+
+
+@contextlib.contextmanager
+def command_output(stream) -> Iterator[logging.Logger]:
+    """A logger whose records are written to `stream` as bare lines while the block runs: a command's own output
+    (its results on stdout, its one-line error on stderr), apart from the libraries' logging and its formats."""
+    logger = logging.getLogger(f"{__name__}.output")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield logger
+    finally:
+        logger.removeHandler(handler)
 
 
 def first_line(error: BaseException) -> str:

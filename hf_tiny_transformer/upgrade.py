@@ -16,7 +16,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .cli import UsageError, replaced_atomically, run
+from .cli import UsageError, command_output, replaced_atomically, run
 
 PROJECTIONS = ("q_proj", "kv_proj", "out_proj", "fc1", "fc2")
 
@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     folders = sys.argv[1:] if argv is None else argv
     if not folders:
         raise UsageError("pass the model folders to convert: python -m hf_tiny_transformer.upgrade FOLDER [FOLDER ...]")
-    for folder in folders:
-        print(f"{folder}: {'converted' if upgrade_folder(folder) else 'already in the current layout'}")
+    with command_output(sys.stdout) as output:
+        for folder in folders:
+            output.info(f"{folder}: {'converted' if upgrade_folder(folder) else 'already in the current layout'}")
     return 0
 
 
