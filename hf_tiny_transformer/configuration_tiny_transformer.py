@@ -2,23 +2,33 @@
 
 from dataclasses import field
 
-from huggingface_hub.dataclasses import strict
+from huggingface_hub.dataclasses import strict, validated_field
 from transformers import PretrainedConfig
 
+from .pipeline_tiny_transformer import TranslationPipeline
+
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish")
-# `pipeline("translation", ...)` finds the task here: transformers 5.x has no translation task of its own.
-TRANSLATION_PIPELINE = {
-    "translation": {
-        "impl": "pipeline_tiny_transformer.TranslationPipeline",
-        "pt": ["AutoModelForSeq2SeqLM"],
-        "type": "text",
-    }
-}
 
 
-def class_names(classes) -> list[str]:
-    """A pipeline task's model classes as names: "X", ["X"], ("X",) or (the class X,) -> ["X"]."""
-    return [classes] if isinstance(classes, str) else [getattr(c, "__name__", c) for c in classes]
+def positive(value: int):
+    if value <= 0:
+        raise ValueError(f"must be a positive integer, got {value}.")
+
+
+def probability(value: float):
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"must be in [0, 1), got {value}.")
+
+
+def known_activation(value: str):
+    if value not in ACTIVATIONS:
+        raise ValueError(f"must be one of {', '.join(ACTIVATIONS)}, got {value!r}.")
+
+
+def translation_pipeline() -> dict:
+    """`pipeline("translation", ...)` finds the task here: transformers 5.x has no translation task of its own."""
+    implementation = f"{TranslationPipeline.__module__.rsplit('.', 1)[-1]}.{TranslationPipeline.__name__}"
+    return {"translation": {"impl": implementation, "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}}
 
 
 @strict
@@ -26,7 +36,8 @@ class TinyTransformerConfig(PretrainedConfig):
     r"""
     The defaults are the paper's base model (Table 3, row "base"): d_model 512, 6 + 6 layers, 8 heads,
     feed-forward 2048, dropout 0.1, embeddings scaled by sqrt(d_model) and shared with the pre-softmax
-    projection.
+    projection. Every value is checked when the config is made and whenever a field is set; the checks across
+    fields (heads dividing d_model, token ids inside the vocabulary) when it is made and when it is saved.
 
     Args:
         vocab_size: size of the one vocabulary shared by source and target.
@@ -38,7 +49,6 @@ class TinyTransformerConfig(PretrainedConfig):
         dropout: dropout on the embeddings and on every sub-layer output (the paper's P_drop).
         attention_dropout: dropout on the attention weights (not in the paper; 0 by default).
         activation_dropout: dropout after the feed-forward activation (not in the paper; 0 by default).
-        label_smoothing: the loss's label smoothing epsilon (paper section 5.4: 0.1); 0 gives plain cross-entropy.
         activation_function: activation of the feed-forward network (the paper uses "relu").
         max_position_embeddings: number of positions in the sinusoidal table, i.e. the longest sequence.
         scale_embedding: multiply the token embeddings by sqrt(d_model) (paper section 3.4).
@@ -65,20 +75,19 @@ class TinyTransformerConfig(PretrainedConfig):
         "num_hidden_layers": "encoder_layers",
     }
 
-    vocab_size: int = 37000
-    d_model: int = 512
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    encoder_attention_heads: int = 8
-    decoder_attention_heads: int = 8
-    encoder_ffn_dim: int = 2048
-    decoder_ffn_dim: int = 2048
-    dropout: float | int = 0.1
-    attention_dropout: float | int = 0.0
-    activation_dropout: float | int = 0.0
-    label_smoothing: float | int = 0.0
-    activation_function: str = "relu"
-    max_position_embeddings: int = 512
+    vocab_size: int = validated_field(positive, default=37000)
+    d_model: int = validated_field(positive, default=512)
+    encoder_layers: int = validated_field(positive, default=6)
+    decoder_layers: int = validated_field(positive, default=6)
+    encoder_attention_heads: int = validated_field(positive, default=8)
+    decoder_attention_heads: int = validated_field(positive, default=8)
+    encoder_ffn_dim: int = validated_field(positive, default=2048)
+    decoder_ffn_dim: int = validated_field(positive, default=2048)
+    dropout: float | int = validated_field(probability, default=0.1)
+    attention_dropout: float | int = validated_field(probability, default=0.0)
+    activation_dropout: float | int = validated_field(probability, default=0.0)
+    activation_function: str = validated_field(known_activation, default="relu")
+    max_position_embeddings: int = validated_field(positive, default=512)
     scale_embedding: bool = True
     tie_word_embeddings: bool = True
     layer_norm_eps: float = 1e-5
@@ -90,94 +99,23 @@ class TinyTransformerConfig(PretrainedConfig):
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
     decoder_start_token_id: int | None = 1
-    custom_pipelines: dict = field(default_factory=lambda: {k: dict(v) for k, v in TRANSLATION_PIPELINE.items()})
-
-    @classmethod
-    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
-        """As the library's, but a folder or repo without config.json is an error, not a default config."""
-        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
-        if not config_dict:  # the library returns {} when the file is missing
-            raise OSError(
-                f"{pretrained_model_name_or_path} has no config.json; save the model with save_pretrained() "
-                "(which writes it), or pass config= to from_pretrained."
-            )
-        return config_dict, kwargs
-
-    @classmethod
-    def from_dict(cls, config_dict, **kwargs):
-        """As the library's, and the values given as keyword arguments (`from_pretrained(folder, d_model=...)`),
-        which the library sets after creating the config, are checked like the others."""
-        result = super().from_dict(config_dict, **kwargs)
-        config = result[0] if isinstance(result, tuple) else result
-        config.check_values()
-        return result
-
-    def update(self, config_dict: dict):
-        """As the library's, then the values are checked."""
-        super().update(config_dict)
-        self.check_values()
-
-    def to_dict(self) -> dict:
-        """As the library's, with the pipeline tasks always in their JSON form: `pipeline()` replaces the model
-        class names of `custom_pipelines` by the classes themselves, in place, which JSON cannot hold."""
-        output = super().to_dict()
-        output["custom_pipelines"] = {
-            task: {**info, "pt": class_names(info.get("pt", ()))}
-            for task, info in (output.get("custom_pipelines") or {}).items()
-        }
-        return output
+    custom_pipelines: dict = field(default_factory=translation_pipeline)
 
     def __post_init__(self, **kwargs):
+        kwargs.pop("label_smoothing", None)  # a training setting that config.json held up to version 0.1: ignored
         super().__post_init__(**kwargs)
-        self.check_values()
 
-    def check_values(self):
-        """Raise a ValueError naming the field and the fix when a value cannot make a model."""
-        self._check_sizes()
-        self._check_dropouts()
-        self._check_activation()
-        self._check_token_ids()
-
-    def _check_sizes(self):
-        """Every size must be positive and d_model must split evenly into the heads."""
-        for name in (
-            "vocab_size",
-            "d_model",
-            "encoder_layers",
-            "decoder_layers",
-            "encoder_attention_heads",
-            "decoder_attention_heads",
-            "encoder_ffn_dim",
-            "decoder_ffn_dim",
-            "max_position_embeddings",
-        ):
-            value = getattr(self, name)
-            if value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value}.")
+    def validate_heads_divide_d_model(self):
+        """d_model must split evenly into the heads: each head gets d_k = d_model / h dimensions."""
         for name in ("encoder_attention_heads", "decoder_attention_heads"):
-            heads = getattr(self, name)
-            if self.d_model % heads != 0:
+            if self.d_model % getattr(self, name):
                 raise ValueError(
-                    f"d_model ({self.d_model}) must be divisible by {name} ({heads}) so that every head gets "
-                    f"d_k = d_model / heads dimensions; choose a head count that divides {self.d_model}."
+                    f"d_model ({self.d_model}) must be divisible by {name} ({getattr(self, name)}); choose a "
+                    f"head count that divides {self.d_model}."
                 )
 
-    def _check_dropouts(self):
-        """Dropout probabilities and the label smoothing epsilon live in [0, 1)."""
-        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value}.")
-
-    def _check_activation(self):
-        """The feed-forward activation must be one the model knows."""
-        if self.activation_function not in ACTIVATIONS:
-            raise ValueError(
-                f"activation_function must be one of {', '.join(ACTIVATIONS)}, got {self.activation_function!r}."
-            )
-
-    def _check_token_ids(self):
-        """The special token ids index the vocabulary."""
+    def validate_special_token_ids(self):
+        """The special token ids index the vocabulary (the library only warns)."""
         for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
             value = getattr(self, name)
             for token_id in value if isinstance(value, list) else [value]:

@@ -2,8 +2,7 @@
 
 The file reads in the paper's order: embeddings and positional encoding (sections 3.4, 3.5), scaled dot-product
 and multi-head attention (3.2), the position-wise feed-forward network (3.3), the residual connection around each
-sub-layer, encoder and decoder layers and stacks (3.1), and the model heads. The checks of the inputs and the
-all-or-nothing save come last.
+sub-layer and the encoder and decoder layers and stacks (3.1, 5.4), then the models. The few input checks come last.
 
 Differences from the paper (also listed in model_card.md):
 1. LayerNorm placement is the paper's post-LN, LayerNorm(x + Dropout(Sublayer(x))), by default;
@@ -16,19 +15,13 @@ Differences from the paper (also listed in model_card.md):
    gradient, but the tied output projection does (it learns that padding is never the next token).
 4. The sinusoidal table covers `max_position_embeddings` positions; longer inputs are rejected.
 5. Decoding starts from `decoder_start_token_id` (`<s>`); the paper does not say which start symbol it uses.
-6. Label smoothing (paper section 5.4) is the config's `label_smoothing`, 0 by default (plain cross-entropy,
-   as transformers' models have it); training/train.py sets the paper's 0.1. The loss is summed over target
-   tokens and divided by their number, exact under gradient accumulation.
+6. The model's loss is plain cross-entropy, summed over target tokens and divided by their number (exact under
+   gradient accumulation); the paper's label smoothing (section 5.4) belongs to training and is applied there
+   (hf_tiny_transformer.training), never by a saved model.
 7. The feed-forward activation can be changed (`activation_function`, "relu" by default as in the paper).
 """
 
-import contextlib
-import difflib
-import inspect
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +32,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.loss.loss_utils import fixed_cross_entropy
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -49,14 +43,12 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple, logging
+from transformers.utils import TransformersKwargs, can_return_tuple
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_tiny_transformer import TinyTransformerConfig
-
-logger = logging.get_logger(__name__)
-
+from .saving_tiny_transformer import staged_folder
 
 # ---------------------------------------------------------------------------------------------------------------
 # Embeddings and positional encoding (paper sections 3.4 and 3.5)
@@ -425,31 +417,22 @@ class TinyTransformerPreTrainedModel(PreTrainedModel):
         if isinstance(module, SinusoidalPositionalEncoding):
             init.copy_(module.pe, sinusoidal_table(module.num_positions, module.d_model))
 
-    def save_pretrained(self, save_directory, *args, push_to_hub: bool = False, **kwargs):
-        """Save as usual, and make the folder work without this package (trust_remote_code=True): config.json's
-        `auto_map` names the base model for AutoModel too, and the translation pipeline's code is copied along.
-
-        Everything is written into a temporary folder first and then moved into `save_directory` one file at a
-        time, so that a failed or killed save never leaves a half-written file where a good one was.
-        """
-        hub_options = {name: kwargs.pop(name) for name in ("repo_id", "commit_message", "create_pr", "private") if name in kwargs}
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """As the library's, written all or nothing (the library writes into the folder file by file), and with
+        `AutoModel` in config.json's `auto_map` beside the head's own entry (the library writes only the latter)."""
         if self._auto_class is not None:
-            base_model = f"{TinyTransformerModel.__module__.split('.')[-1]}.{TinyTransformerModel.__name__}"
+            base_model = f"{Path(__file__).stem}.{TinyTransformerModel.__name__}"
             self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": base_model}
+        if kwargs.get("push_to_hub"):  # the library names the repository after the folder it saves into
+            kwargs.setdefault("repo_id", Path(save_directory).name)
         with staged_folder(save_directory) as staging:
             super().save_pretrained(staging, *args, **kwargs)
-            pipeline_file = Path(__file__).with_name("pipeline_tiny_transformer.py")
-            if pipeline_file.is_file():
-                shutil.copy(pipeline_file, staging / pipeline_file.name)
-            else:
-                logger.warning("%s is missing: the saved folder will not work with pipeline().", pipeline_file)
-        if push_to_hub:  # the library's push_to_hub saves into a folder of its own and uploads that
-            self.push_to_hub(hub_options.pop("repo_id", Path(save_directory).name), token=kwargs.get("token"), **hub_options)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """As the library's; a folder saved with the layout of versions 0.1.x is an error that names its conversion."""
-        check_layout(Path(pretrained_model_name_or_path, kwargs.get("subfolder") or "", "model.safetensors"))
+        """As the library's; a folder of version 0.1.x is refused (the library would load it with random keys and
+        values, and only warn)."""
+        refuse_old_layout(Path(pretrained_model_name_or_path, kwargs.get("subfolder") or "", "model.safetensors"))
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
 
@@ -466,11 +449,18 @@ class TransformerStack(TinyTransformerPreTrainedModel):
         self.layer_norm = nn.LayerNorm(config.d_model, config.layer_norm_eps) if config.normalize_before else None
         self.post_init()
 
-    def embed(self, name: str, input_ids: torch.Tensor, past_length: int = 0) -> torch.Tensor:
-        """(B, T) token ids at positions past_length..past_length+T-1 -> (B, T, D) layer input."""
-        check_input_ids(name, input_ids, self.config.vocab_size, self.config.max_position_embeddings, past_length)
-        position_ids = torch.arange(input_ids.shape[1], device=input_ids.device) + past_length  # (T,)
-        token_embeddings = self.embed_tokens(input_ids) * self.embed_scale  # (B, T, D)
+    def embed(
+        self, name: str, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int = 0
+    ) -> torch.Tensor:
+        """Token ids (B, T), or their embeddings (B, T, D) as `embed_tokens` gives them, at positions
+        past_length..past_length+T-1 -> (B, T, D) layer input. `name` names the ids in error messages."""
+        if inputs_embeds is None:
+            check_token_ids(name, input_ids, self.config.vocab_size, past_length)
+            inputs_embeds = self.embed_tokens(input_ids)
+        length = inputs_embeds.shape[1]
+        check_positions(name, past_length, length, self.config.max_position_embeddings)
+        position_ids = torch.arange(length, device=inputs_embeds.device) + past_length  # (T,)
+        token_embeddings = inputs_embeds * self.embed_scale  # (B, T, D)
         # The table is made in float32; a model loaded in bfloat16 or float16 adds it in its own dtype.
         hidden_states = token_embeddings + self.embed_positions(position_ids).to(token_embeddings.dtype)
         return apply_dropout(hidden_states, self.config.dropout, self.training)
@@ -492,26 +482,25 @@ class TinyTransformerEncoder(TransformerStack):
     @capture_outputs
     def forward(
         self,
-        input_ids: torch.LongTensor,
+        input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
         """
         Args:
-            input_ids: source token ids (B, Ts).
+            input_ids: source token ids (B, Ts), or instead
+            inputs_embeds: their embeddings (B, Ts, D), before the sqrt(d_model) scale (`get_input_embeddings()(ids)`).
             attention_mask: (B, Ts), 1 for real tokens and 0 for padding.
-            kwargs: output_attentions, output_hidden_states and the attention function's keyword arguments.
-                generate() hands the encoder every keyword argument it was given: the others are left out here.
 
         Returns:
             `BaseModelOutput` with last_hidden_state (B, Ts, D) (the decoder's "memory"), and when asked for
             hidden_states (embeddings + one per layer) and attentions (one (B, H, Ts, Ts) per layer).
         """
-        kwargs = {name: value for name, value in kwargs.items() if name in ACCEPTED_KWARGS}
-        check_output_attentions(self.config, kwargs)
-        check_batch_sizes(input_ids=input_ids, attention_mask=attention_mask)
-        check_attention_mask("attention_mask", attention_mask, input_ids.shape)
-        hidden_states = self.embed("input_ids", input_ids)  # (B, Ts, D)
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        hidden_states = self.embed("input_ids", input_ids, inputs_embeds)  # (B, Ts, D)
+        check_padding_mask("attention_mask", attention_mask, hidden_states.shape[:2])
         mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
         for layer in self.layers:
             hidden_states = layer(hidden_states, mask, **kwargs)
@@ -534,19 +523,21 @@ class TinyTransformerDecoder(TransformerStack):
     @capture_outputs
     def forward(
         self,
-        input_ids: torch.LongTensor,
-        encoder_hidden_states: torch.Tensor,
+        input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         cache: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """
         Args:
-            input_ids: target token ids (B, Tt): the whole shifted target, or only the new tokens with a cache.
-            encoder_hidden_states: the encoder output (B, Ts, D).
+            input_ids: target token ids (B, Tt): the whole shifted target, or only the new tokens with a cache;
+            inputs_embeds: or instead their embeddings (B, Tt, D), before the sqrt(d_model) scale.
             attention_mask: target padding mask (B, past + Tt); the causal mask is added here.
+            encoder_hidden_states: the encoder output (B, Ts, D).
             encoder_attention_mask: source padding mask (B, Ts).
             cache: keys/values of earlier steps; created when use_cache is True and none is given.
 
@@ -554,14 +545,18 @@ class TinyTransformerDecoder(TransformerStack):
             `BaseModelOutputWithPastAndCrossAttentions` with last_hidden_state (B, Tt, D), the cache, and when
             asked for hidden_states, attentions (B, H, Tt, past + Tt) and cross_attentions (B, H, Tt, Ts).
         """
-        check_output_attentions(self.config, kwargs)
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(
+                "Pass exactly one of decoder_input_ids or decoder_inputs_embeds (or labels, which the decoder inputs "
+                "are then made from)."
+            )
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past_length = cache.get_seq_length() if cache is not None else 0
-        batch_size, source_length = encoder_hidden_states.shape[:2]
-        check_attention_mask("decoder_attention_mask", attention_mask, (input_ids.shape[0], past_length + input_ids.shape[1]))
-        check_attention_mask("attention_mask", encoder_attention_mask, (batch_size, source_length))
-        hidden_states = self.embed("decoder_input_ids", input_ids, past_length)  # (B, Tt, D)
+        hidden_states = self.embed("decoder_input_ids", input_ids, inputs_embeds, past_length)  # (B, Tt, D)
+        batch_size, length = hidden_states.shape[:2]
+        check_padding_mask("decoder_attention_mask", attention_mask, (batch_size, past_length + length))
+        check_padding_mask("attention_mask", encoder_attention_mask, encoder_hidden_states.shape[:2])
 
         self_attn_cache = cache.self_attention_cache if cache is not None else None
         causal_mask = create_causal_mask(
@@ -627,48 +622,39 @@ class TinyTransformerModel(TinyTransformerPreTrainedModel):
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
         """
         Args:
-            input_ids: source token ids (B, Ts); not needed when `encoder_outputs` is given.
+            input_ids: source token ids (B, Ts); not needed when `encoder_outputs` or `inputs_embeds` is given.
             attention_mask: source padding mask (B, Ts), 1 for tokens and 0 for padding.
             decoder_input_ids: target token ids (B, Tt), starting with `decoder_start_token_id`.
             decoder_attention_mask: target padding mask (B, Tt) (with a cache: (B, past + Tt)).
             encoder_outputs: the encoder's output, to skip running the encoder again.
             cache: an `EncoderDecoderCache` of earlier decoding steps.
-            kwargs: output_attentions, output_hidden_states, return_dict, and the attention function's arguments.
+            inputs_embeds, decoder_inputs_embeds: embeddings (B, T, D) instead of ids, before the sqrt(d_model)
+                scale, as `get_input_embeddings()(ids)` gives them (prompt tuning, soft prompts).
+            kwargs: output_attentions, output_hidden_states, return_dict, and the attention function's arguments;
+                what the model does not use (generate() passes its own keywords on) is left alone.
 
         Returns:
             `Seq2SeqModelOutput`: last_hidden_state (B, Tt, D), cache, decoder/encoder hidden states and
             attentions, cross_attentions, encoder_last_hidden_state.
         """
-        check_keyword_arguments(self.forward, kwargs)
-        if decoder_input_ids is None:
-            raise ValueError(
-                "The decoder needs decoder_input_ids: pass labels (decoder inputs are then the labels shifted "
-                "right) or decoder_input_ids starting with decoder_start_token_id, or use generate()."
-            )
         if encoder_outputs is None:
-            if input_ids is None:
-                raise ValueError("Pass input_ids (the source) or encoder_outputs.")
-            encoder_outputs = self.encoder(input_ids, attention_mask, **kwargs)
+            encoder_outputs = self.encoder(input_ids, attention_mask, inputs_embeds, **kwargs)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
-        check_batch_sizes(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            encoder_outputs=encoder_outputs.last_hidden_state,
-            decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask,
-        )
         decoder_outputs = self.decoder(
             decoder_input_ids,
+            decoder_attention_mask,
             encoder_outputs.last_hidden_state,
-            attention_mask=decoder_attention_mask,
-            encoder_attention_mask=attention_mask,
+            attention_mask,
             cache=cache,
+            inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             **kwargs,
         )
@@ -713,28 +699,28 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         """
         Args:
-            labels: target token ids (B, Tt); -100 marks positions left out of the loss. Without
-                decoder_input_ids, the decoder inputs are the labels shifted right.
-            kwargs: `num_items_in_batch` (passed by Trainer) divides the summed token loss, so that the loss
-                is exact under gradient accumulation; the others as in `TinyTransformerModel.forward`.
+            labels: target token ids (B, Tt); -100 marks positions left out of the loss. Without decoder inputs,
+                the decoder reads the labels shifted right.
+            kwargs: `num_items_in_batch` (passed by Trainer) divides the summed token loss, so that the loss is
+                exact under gradient accumulation; the others as in `TinyTransformerModel.forward`.
             Other arguments as in `TinyTransformerModel.forward`.
 
         Returns:
-            `Seq2SeqLMOutput` with loss (when labels are given), logits (B, Tt, V) and the model's outputs.
+            `Seq2SeqLMOutput` with the cross-entropy loss (when labels are given), logits (B, Tt, V) and the
+            model's outputs.
         """
-        check_keyword_arguments(self.forward, kwargs)
         num_items_in_batch = kwargs.pop("num_items_in_batch", None)
         if labels is not None:
-            check_integer_ids("labels", labels)
-            check_batch_sizes(labels=labels, input_ids=input_ids, decoder_input_ids=decoder_input_ids)
             use_cache = False
-            if decoder_input_ids is None:
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
             input_ids,
@@ -743,225 +729,69 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
             cache=cache,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             **kwargs,
         )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, Tt, V)
         loss = None
         if labels is not None:
-            loss = label_smoothed_cross_entropy(logits, labels, self.config.label_smoothing, num_items_in_batch)
+            labels = labels.to(logits.device)
+            loss = fixed_cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), num_items_in_batch)
         return Seq2SeqLMOutput(loss=loss, logits=logits, **{k: v for k, v in outputs.items() if k != "last_hidden_state"})
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The loss: label-smoothed cross-entropy (paper section 5.4)
+# Input checks: only where a mistake would otherwise give a silently wrong result or a crash deep inside torch
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class LabelSmoothedCrossEntropy(torch.autograd.Function):
-    """Sum over labelled positions of the cross-entropy against the smoothed target (1 - eps) one-hot(y) + eps / V,
-
-        loss_i = logsumexp(z_i) - (1 - eps) z_iy - eps mean_v(z_iv),
-
-    with the gradient softmax(z_i) - (1 - eps) one-hot(y) - eps / V written in place into one float32 logits-sized
-    buffer (cast to the logits' dtype when that is lower). The forward pass reads the logits `chunk_rows` rows at a
-    time and keeps one number a row: no other logits-sized buffer is made (torch's cross_entropy keeps its
-    log-softmax for the backward pass, and its gradient is a second one).
-    """
-
-    chunk_rows = 1024
-
-    @staticmethod
-    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
-        """logits (N, V) in any float dtype, labels (N,) with -100 where ignored -> the summed loss, float32."""
-        active = labels != -100
-        targets = labels.clamp(min=0)
-        log_normalizers = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)  # (N,)
-        total = logits.new_zeros((), dtype=torch.float32)
-        for start in range(0, logits.shape[0], LabelSmoothedCrossEntropy.chunk_rows):
-            rows = slice(start, start + LabelSmoothedCrossEntropy.chunk_rows)
-            z = logits[rows].float()  # (n, V)
-            log_normalizers[rows] = torch.logsumexp(z, dim=-1)
-            target_logit = z.gather(-1, targets[rows, None]).squeeze(-1)  # (n,)
-            row_loss = log_normalizers[rows] - (1 - epsilon) * target_logit - epsilon * z.mean(-1)
-            total += row_loss.masked_fill(~active[rows], 0.0).sum()
-        ctx.save_for_backward(logits, targets, active, log_normalizers)
-        ctx.epsilon = epsilon
-        return total
-
-    @staticmethod
-    def backward(ctx, grad_total: torch.Tensor):
-        logits, targets, active, log_normalizers = ctx.saved_tensors
-        epsilon, vocab_size = ctx.epsilon, logits.shape[-1]
-        grad = torch.empty_like(logits, dtype=torch.float32)  # (N, V): the one logits-sized buffer
-        for start in range(0, logits.shape[0], LabelSmoothedCrossEntropy.chunk_rows):
-            rows = slice(start, start + LabelSmoothedCrossEntropy.chunk_rows)
-            chunk = grad[rows]  # (n, V), a view: written in place
-            torch.sub(logits[rows], log_normalizers[rows, None], out=chunk)
-            chunk.exp_().sub_(epsilon / vocab_size)  # softmax - eps / V
-            chunk.scatter_add_(-1, targets[rows, None], chunk.new_full((chunk.shape[0], 1), -(1 - epsilon)))
-            chunk.mul_((grad_total * active[rows]).unsqueeze(-1))
-        return grad.to(logits.dtype), None, None
-
-
-def label_smoothed_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, epsilon: float, num_items_in_batch: torch.Tensor | int | None = None
-) -> torch.Tensor:
-    """The mean token loss: summed over the labelled positions of logits (B, T, V) and labels (B, T) (-100 where
-    ignored), divided by their number, or by `num_items_in_batch` (Trainer's count over the accumulated
-    batches: then the gradient is exactly that of the large batch)."""
-    labels = labels.to(logits.device)
-    total = LabelSmoothedCrossEntropy.apply(logits.flatten(0, 1), labels.flatten(), epsilon)
-    divisor = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
-    return total / (divisor.to(total.device) if isinstance(divisor, torch.Tensor) else divisor)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Input checks: bad input gets an error that names the problem and the fix, not an index error from inside torch.
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def check_input_ids(name: str, input_ids: torch.Tensor, vocab_size: int, max_positions: int, past_length: int = 0):
-    """Raise a TypeError for ids that are not integers, a ValueError for an empty sequence, a sequence too long for
-    the positional table, or a bad token id (ids are checked when the sequence starts: no cache or an empty one)."""
-    check_integer_ids(name, input_ids)
-    if input_ids.dim() != 2:
-        raise ValueError(f"{name} must have shape (batch_size, sequence_length), got {tuple(input_ids.shape)}.")
-    length = input_ids.shape[1]
-    if length == 0 or input_ids.shape[0] == 0:
-        raise ValueError(
-            f"{name} is empty (shape {tuple(input_ids.shape)}); every sequence needs at least one token "
-            "(the tokenizer appends </s> to every text)."
-        )
-    if torch.compiler.is_compiling():  # the checks below read values (a cache's length, the ids): eager only
+def check_token_ids(name: str, input_ids: torch.Tensor, vocab_size: int, past_length: int):
+    """Ids outside the vocabulary, checked when a sequence starts (reading them is a host synchronization, not
+    repeated for every token generate() feeds back)."""
+    if torch.compiler.is_compiling() or past_length or input_ids.numel() == 0:
         return
-    if past_length + length > max_positions:
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= vocab_size:
+        raise ValueError(
+            f"{name} holds token id {low if low < 0 else high}, outside [0, vocab_size={vocab_size}); encode the "
+            "text with this model's tokenizer, or resize_token_embeddings after adding tokens."
+        )
+
+
+def check_positions(name: str, past_length: int, length: int, max_positions: int):
+    """An empty sequence (attention over nothing is NaN), or one longer than the positional table."""
+    if length == 0:
+        raise ValueError(f"{name} is empty; every sequence needs at least one token (the tokenizer appends </s>).")
+    if not torch.compiler.is_compiling() and past_length + length > max_positions:
         raise ValueError(
             f"{name} reaches position {past_length + length} but max_position_embeddings is {max_positions}; "
             "pass truncation=True to the tokenizer, lower max_new_tokens, or raise max_position_embeddings."
         )
-    # The range check reads the ids on the host, a synchronization: done when a sequence starts (past_length 0),
-    # not again for each token that generate() feeds back.
-    if past_length == 0:
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= vocab_size:
-            raise ValueError(
-                f"{name} holds token id {low if low < 0 else high}, outside [0, vocab_size={vocab_size}); "
-                "encode the text with this model's tokenizer, or resize_token_embeddings after adding tokens."
-            )
 
 
-def check_integer_ids(name: str, ids: torch.Tensor):
-    """Raise a TypeError when token ids (or labels) are not an integer tensor: float ids would be truncated."""
-    if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        kind = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise TypeError(
-            f"{name} must be a tensor of integer token ids (torch.long), got {kind}; use the tokenizer's "
-            "input_ids as they are, or convert with .long()."
-        )
-
-
-def check_attention_mask(name: str, attention_mask: torch.Tensor | None, expected_shape: tuple[int, int]):
-    """Raise a ValueError when a padding mask is not (batch_size, length), or not 4D (a prebuilt mask, which
-    generate passes with a static cache)."""
-    if attention_mask is None or attention_mask.dim() == 4 or torch.compiler.is_compiling():
-        return
-    if attention_mask.dim() != 2:
+def check_padding_mask(name: str, mask: torch.Tensor | None, expected: tuple[int, int]):
+    """A 2D padding mask must be (batch_size, length): another shape would broadcast over the wrong tokens. (4D
+    masks come prebuilt from generate's static cache.)"""
+    if mask is not None and mask.dim() != 4 and tuple(mask.shape) != tuple(expected):
         raise ValueError(
-            f"{name} must have shape (batch_size, sequence_length), 1 for tokens and 0 for padding, got "
-            f"shape {tuple(attention_mask.shape)}; pass the attention_mask the tokenizer returned."
-        )
-    if tuple(attention_mask.shape) != tuple(expected_shape):
-        raise ValueError(
-            f"{name} has shape {tuple(attention_mask.shape)} but the sequences it masks have shape "
-            f"{tuple(expected_shape)}; pass the attention_mask the tokenizer returned with these input ids."
+            f"{name} has shape {tuple(mask.shape)} but the sequences it masks have shape {tuple(expected)}; pass "
+            "the attention_mask the tokenizer returned with these ids, 1 for tokens and 0 for padding."
         )
 
 
-def check_batch_sizes(**tensors: torch.Tensor | None):
-    """Raise a ValueError when the given tensors do not all have the same first (batch) dimension. (A tensor of
-    one dimension is left to the check of its shape, which says what shape it must have.)"""
-    sizes = {name: tensor.shape[0] for name, tensor in tensors.items() if tensor is not None and tensor.dim() > 1}
-    if len(set(sizes.values())) > 1:
-        listed = ", ".join(f"{name} {size}" for name, size in sizes.items())
-        raise ValueError(f"The batch sizes disagree ({listed}); every tensor needs one row per example.")
-
-
-def check_output_attentions(config: TinyTransformerConfig, kwargs: dict):
-    """Attention weights come only from the eager implementation (sdpa never materializes them)."""
-    if kwargs.get("output_attentions", config.output_attentions) and config._attn_implementation != "eager":
-        raise ValueError(
-            f"output_attentions=True needs the eager attention implementation, but this model uses "
-            f"{config._attn_implementation!r}; load it with attn_implementation='eager' or call "
-            "model.set_attn_implementation('eager')."
-        )
-
-
-# What the forwards take as **kwargs: the library's own keyword arguments (Trainer's num_items_in_batch, the
-# output flags, the attention functions' arguments), but not position_ids or is_causal: positions here follow
-# the tokens and the cache, and which attention is causal is the architecture's.
-ACCEPTED_KWARGS = frozenset(TransformersKwargs.__annotations__) - {"position_ids", "is_causal"}
-KWARG_HINTS = {
-    "past_key_values": "transformers 5 calls it cache",
-    "cache_position": "transformers 5 removed it; leave it out",
-    "position_ids": "positions follow the tokens and the cache; leave it out",
-}
-
-
-def check_keyword_arguments(forward, kwargs: dict):
-    """Raise a TypeError naming every keyword argument that `forward` does not take (a misspelling, or a
-    transformers 4 name such as past_key_values), instead of silently ignoring it."""
-    unknown = sorted(kwargs.keys() - ACCEPTED_KWARGS)
-    if not unknown:
-        return
-    known = [*inspect.signature(forward).parameters, *ACCEPTED_KWARGS]
-    hints = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, known, n=2)
-        hint = KWARG_HINTS.get(name) or (f"did you mean {' or '.join(close)}?" if close else "")
-        hints.append(f"{name} ({hint})" if hint else name)
-    raise TypeError(f"{forward.__qualname__} got unexpected keyword arguments: {'; '.join(hints)}.")
-
-
-def check_layout(weights_file: Path):
-    """Raise an OSError when a local weights file has the parameter layout of version 0.1.x (keys and values
-    projected by one `kv_proj`, projections stored (in, out)): loaded as it is, it would fail on the feed-forward
-    shapes, or with square projections only, load them silently transposed."""
+def refuse_old_layout(weights_file: Path):
+    """A local weights file in the layout of version 0.1.x (one `kv_proj` for keys and values) is an OSError that
+    names its one-line conversion."""
     if not weights_file.is_file():  # a Hub id, or a folder the library will report on
         return
     with safe_open(weights_file, framework="pt") as weights:
         if any(key.endswith("kv_proj.weight") for key in weights.keys()):
-            folder = weights_file.parent
             raise OSError(
-                f"{folder} was saved with the parameter layout of hf-tiny-transformer 0.1.x (kv_proj); convert it "
-                f"once, in place, with: python -m hf_tiny_transformer.upgrade {folder}"
+                f"{weights_file.parent} was saved with the parameter layout of hf-tiny-transformer 0.1.x (kv_proj); "
+                f"convert it once, in place, with: python -m hf_tiny_transformer.upgrade {weights_file.parent}"
             )
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Saving: all or nothing
-# ---------------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def staged_folder(folder: str | os.PathLike):
-    """A temporary folder inside `folder` to write into; when the block ends without an error, each file written
-    there replaces its namesake in `folder` in one atomic rename (other files in `folder` stay), and weight shards
-    of an earlier save that this one did not write are removed. On an error nothing in `folder` changes."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=folder))
-    try:
-        yield staging
-        written = {path.relative_to(staging) for path in staging.rglob("*") if path.is_file()}
-        for stale in folder.glob("model*.safetensors*"):
-            if stale.relative_to(folder) not in written:
-                stale.unlink()
-        for relative in sorted(written):
-            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging / relative, folder / relative)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 __all__ = [

@@ -34,6 +34,13 @@ class TranslationPipeline(Pipeline):
     _load_image_processor = False
     _load_feature_extractor = False
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # pipeline("translation", config=model.config, ...) replaces the model class names of the config's
+        # custom_pipelines by the classes themselves, in place; put the names back so that the config stays JSON.
+        for task in (getattr(self.model.config, "custom_pipelines", None) or {}).values():
+            task["pt"] = [getattr(model_class, "__name__", model_class) for model_class in task.get("pt", ())]
+
     def _sanitize_parameters(self, **generate_kwargs):
         return {}, generate_kwargs, {}
 

@@ -1,0 +1,1 @@
+"""Translation front doors and the text handling around the model."""

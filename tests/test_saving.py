@@ -1,0 +1,400 @@
+"""All-or-nothing saving (hf_tiny_transformer/saving.py): a killed or failed save leaves the old files or the new
+ones, never a mix; other files in a saved folder stay; leftovers are cleaned up; permissions are the usual ones; and
+a command's output path is checked before any work."""
+
+import ctypes
+import errno
+import itertools
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_tiny_transformer import saving
+from hf_tiny_transformer.saving import check_output, replaced_file, staged_folder, write_atomically
+
+# Two saves of one model folder; every file carries its version. The old save's weights were sharded.
+OLD = {
+    "config.json": '{"version": 1}',
+    "model-00001-of-00002.safetensors": "weights part 1, version 1",
+    "model-00002-of-00002.safetensors": "weights part 2, version 1",
+    "model.safetensors.index.json": '{"version": 1}',
+    "tokenizer.json": '{"version": 1}',
+    "README.md": "# version 1",
+}
+NEW = {
+    "config.json": '{"version": 2}',
+    "model.safetensors": "weights, version 2",
+    "tokenizer.json": '{"version": 2}',
+    "README.md": "# version 2",
+}
+KEPT = {"notes/extra.txt": "written by hand, kept by every save"}  # no save writes it
+
+# Run in a child process: a save of NEW into argv[1] that dies (SIGKILL) right after its argv[2]-th file
+# operation; with argv[3] == "fallback", as on a system without renameat2.
+KILLED_SAVE = r"""
+import importlib.util, json, os, shutil, signal, sys
+
+spec = importlib.util.spec_from_file_location("saving", sys.argv[4])
+saving = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(saving)
+destination, kill_after, files = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[5])
+steps = 0
+
+
+def step():
+    global steps
+    steps += 1
+    if steps == kill_after:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def counted(function):
+    def counted_function(*args, **kwargs):
+        result = function(*args, **kwargs)
+        step()
+        return result
+
+    return counted_function
+
+
+for name in ("mkdir", "rename", "replace", "link", "symlink", "unlink", "rmdir"):
+    setattr(os, name, counted(getattr(os, name)))
+shutil.copy2 = counted(shutil.copy2)
+saving._exchange = (lambda first, second: False) if sys.argv[3] == "fallback" else counted(saving._exchange)
+with saving.staged_folder(destination) as staging:
+    for name, text in files.items():
+        (staging / name).write_text(text)
+        step()
+print(steps)
+"""
+
+
+def write_files(folder: Path, files: dict[str, str]):
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+
+
+def contents(folder: Path) -> dict[str, str] | None:
+    """Every file under `folder` by relative path; None when there is no folder."""
+    if not folder.exists():
+        return None
+    return {path.relative_to(folder).as_posix(): path.read_text() for path in folder.rglob("*") if path.is_file()}
+
+
+def save(folder: Path, files: dict[str, str]):
+    with staged_folder(folder) as staging:
+        write_files(staging, files)
+
+
+def dead_pid() -> int:
+    """The id of a process that has ended."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    return int(child.stdout)
+
+
+@pytest.fixture
+def umask_027():
+    """Run under umask 027 (new files 0o640, new folders 0o750)."""
+    previous = os.umask(0o027)
+    yield
+    os.umask(previous)
+
+
+# --- staged_folder -------------------------------------------------------------------------------------------------
+
+
+def test_a_save_replaces_the_folder_and_keeps_its_other_files(tmp_path):
+    folder = tmp_path / "model"
+    write_files(folder, {**OLD, **KEPT, "notes/old.txt": "a second old note"})
+    kept_inode = (folder / "notes/extra.txt").stat().st_ino
+    save(folder, {**NEW, "notes/new.txt": "a new note"})
+    assert contents(folder) == {**NEW, **KEPT, "notes/old.txt": "a second old note", "notes/new.txt": "a new note"}
+    assert (folder / "notes/extra.txt").stat().st_ino == kept_inode  # a hard link, not a copy
+    assert os.listdir(tmp_path) == ["model"]
+
+
+def test_a_save_creates_a_missing_folder_and_its_parents(tmp_path):
+    folder = tmp_path / "runs" / "en-ja" / "hub"
+    save(folder, NEW)
+    assert contents(folder) == NEW
+    assert os.listdir(folder.parent) == ["hub"]
+
+
+def test_a_save_through_a_symbolic_link_keeps_the_link(tmp_path):
+    write_files(tmp_path / "model-v1", OLD)
+    (tmp_path / "model").symlink_to("model-v1")
+    save(tmp_path / "model", NEW)
+    assert (tmp_path / "model").is_symlink() and contents(tmp_path / "model-v1") == NEW
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_failed_save_leaves_the_folder_untouched(tmp_path, error):
+    folder = tmp_path / "model"
+    write_files(folder, {**OLD, **KEPT})
+    with pytest.raises(error), staged_folder(folder) as staging:
+        write_files(staging, NEW)
+        raise error("the save failed half-way")
+    assert contents(folder) == {**OLD, **KEPT}
+    assert os.listdir(tmp_path) == ["model"]
+
+
+def test_a_save_onto_a_file_is_refused(tmp_path):
+    (tmp_path / "model").write_text("not a folder")
+    with pytest.raises(NotADirectoryError, match="is a file"), staged_folder(tmp_path / "model"):
+        pass
+
+
+def test_a_save_removes_the_leftovers_of_dead_processes_only(tmp_path):
+    folder, dead, alive = tmp_path / "model", dead_pid(), os.getpid()
+    write_files(folder, OLD)
+    leftovers = [f".model.saving-{dead}-0a1b2c3d", f".model.saving-{dead}-deadbeef"]
+    write_files(tmp_path / leftovers[0], NEW)
+    (tmp_path / leftovers[1]).write_text("a staged file")
+    others = [f".model.saving-{alive}-0a1b2c3d", f".other.saving-{dead}-0a1b2c3d"]  # a live save; another folder's
+    for name in others:
+        (tmp_path / name).mkdir()
+    save(folder, NEW)
+    assert sorted(os.listdir(tmp_path)) == sorted(["model", *others])
+
+
+def test_an_old_folder_left_aside_by_a_killed_fallback_save_is_put_back(tmp_path):
+    folder = tmp_path / "model"
+    write_files(tmp_path / f".model.replaced-{dead_pid()}-0a1b2c3d", OLD)
+    with pytest.raises(RuntimeError), staged_folder(folder):
+        raise RuntimeError("the next save fails")
+    assert contents(folder) == OLD and os.listdir(tmp_path) == ["model"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+def test_the_exchange_swaps_two_folders_on_this_filesystem(tmp_path):
+    write_files(tmp_path / "a", {"file": "a"})
+    write_files(tmp_path / "b", {"file": "b"})
+    assert saving._exchange(tmp_path / "a", tmp_path / "b")
+    assert contents(tmp_path / "a") == {"file": "b"} and contents(tmp_path / "b") == {"file": "a"}
+
+
+def refusing_renameat2(code: int):
+    """A renameat2 that fails with errno `code`, as a filesystem without RENAME_EXCHANGE does."""
+
+    def renameat2(*args):
+        ctypes.set_errno(code)
+        return -1
+
+    return renameat2
+
+
+@pytest.mark.parametrize("code", [errno.EINVAL, errno.ENOSYS, None])
+def test_without_an_exchange_a_save_renames_the_old_folder_aside(tmp_path, monkeypatch, code):
+    """code None: no renameat2 at all (macOS, old glibc)."""
+    monkeypatch.setattr(saving, "_renameat2", lambda: code and refusing_renameat2(code))
+    folder = tmp_path / "model"
+    write_files(folder, {**OLD, **KEPT})
+    save(folder, NEW)
+    assert contents(folder) == {**NEW, **KEPT} and os.listdir(tmp_path) == ["model"]
+
+
+def test_an_exchange_that_fails_otherwise_raises_and_leaves_the_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(saving, "_renameat2", lambda: refusing_renameat2(errno.EACCES))
+    folder = tmp_path / "model"
+    write_files(folder, OLD)
+    with pytest.raises(PermissionError):
+        save(folder, NEW)
+    assert contents(folder) == OLD and os.listdir(tmp_path) == ["model"]
+
+
+# --- killed saves ---------------------------------------------------------------------------------------------------
+
+
+def killed_saves(folder: Path, old: dict[str, str] | None, mode: str):
+    """Save NEW into `folder` (set to `old` first; None: absent) in a child process killed after its 1st, 2nd, ...
+    file operation; yield after each killed run, until a run completes."""
+    for kill_after in itertools.count(1):
+        shutil.rmtree(folder.parent, ignore_errors=True)
+        folder.parent.mkdir()
+        if old is not None:
+            write_files(folder, old)
+        arguments = [str(folder), str(kill_after), mode, saving.__file__, json.dumps(NEW)]
+        child = subprocess.run(
+            [sys.executable, "-c", KILLED_SAVE, *arguments], capture_output=True, text=True, check=False
+        )
+        if child.returncode == 0:
+            assert int(child.stdout) == kill_after - 1  # the run completed after as many steps as killed runs
+            return
+        assert child.returncode == -signal.SIGKILL, child.stderr
+        yield
+
+
+@pytest.mark.parametrize("mode", ["exchange", "fallback"])
+@pytest.mark.parametrize("exists", [True, False], ids=["replacing", "creating"])
+def test_a_save_killed_at_any_step_leaves_the_old_folder_or_the_new_one(tmp_path, mode, exists):
+    folder = tmp_path / "parent" / "model"
+    old, new = ({**OLD, **KEPT}, {**NEW, **KEPT}) if exists else (None, NEW)
+    seen = []
+    for _ in killed_saves(folder, old, mode):
+        state = contents(folder)
+        aside = [name for name in os.listdir(folder.parent) if name.startswith(".model.replaced-")]
+        if state is None and aside and mode == "fallback":  # between the fallback's two renames
+            assert contents(folder.parent / aside[0]) == old
+            state = "aside"
+        assert state in (old, new, "aside"), state
+        seen.append("old" if state == old else "new" if state == new else state)
+        save(folder, NEW)
+        assert contents(folder) == new and os.listdir(folder.parent) == ["model"]
+    assert len(seen) >= 5 and {"old", "new"} <= set(seen)  # killed both before and after the swap
+    assert ("aside" in seen) == (mode == "fallback" and exists)
+
+
+# --- files ----------------------------------------------------------------------------------------------------------
+
+
+def test_write_atomically_writes_text_as_utf8_and_bytes_as_they_are(tmp_path):
+    write_atomically(tmp_path / "text.txt", "緑茶\n")
+    write_atomically(tmp_path / "data.bin", b"\x00\xff")
+    assert (tmp_path / "text.txt").read_bytes() == "緑茶\n".encode() and (
+        tmp_path / "data.bin"
+    ).read_bytes() == b"\x00\xff"
+    assert sorted(os.listdir(tmp_path)) == ["data.bin", "text.txt"]
+
+
+def test_a_failed_file_write_leaves_the_file_untouched(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text("old")
+    with pytest.raises(KeyboardInterrupt), replaced_file(path) as temporary:
+        temporary.write_text("new, half")
+        raise KeyboardInterrupt
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["metrics.json"]
+
+
+def test_replaced_file_removes_leftovers_of_dead_processes(tmp_path):
+    (tmp_path / f".metrics.json.saving-{dead_pid()}-0a1b2c3d").write_text("half")
+    write_atomically(tmp_path / "metrics.json", "new")
+    assert os.listdir(tmp_path) == ["metrics.json"]
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_files_and_folders_get_the_usual_permissions(tmp_path, umask_027):
+    (tmp_path / "private.txt").write_text("old")
+    os.chmod(tmp_path / "private.txt", 0o600)
+    with replaced_file(tmp_path / "private.txt") as temporary:
+        assert mode(temporary) == 0o640
+    write_atomically(tmp_path / "new.txt", "new")
+    with staged_folder(tmp_path / "model") as staging:
+        assert mode(staging) == 0o750
+        write_files(staging, NEW)
+    assert mode(tmp_path / "private.txt") == mode(tmp_path / "new.txt") == 0o640
+    assert mode(tmp_path / "model") == 0o750
+
+
+# --- check_output ---------------------------------------------------------------------------------------------------
+
+
+def refusal(path, **options) -> str:
+    """The one-line message check_output raises for `path`."""
+    with pytest.raises(ValueError) as raised:
+        check_output(path, flag="--out", **options)
+    message = str(raised.value)
+    assert message.startswith("--out ") and "\n" not in message
+    return message
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    """A training run: two checkpoints, a model folder and a source file."""
+    for name in ("checkpoint-1", "checkpoint-2", "model"):
+        write_files(tmp_path / "run" / name, {"config.json": "{}", "model.safetensors": "weights"})
+    (tmp_path / "source.txt").write_text("a sentence\n")
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize(
+    "output, kind, inputs, fragment",
+    [
+        ("source.txt", "file", ["source-link.txt"], "is also an input (source-link.txt)"),
+        ("run/checkpoint-2", "folder", ["run/checkpoint-1", "run/checkpoint-2"], "is also an input (run/checkpoint-2)"),
+        ("run", "folder", ["run/checkpoint-1"], "holds the input run/checkpoint-1, which the save would replace"),
+        ("run", "folder", ["source.txt", "run/model/config.json"], "holds the input run/model/config.json"),
+        ("run/model/export", "folder", ["run/model"], "lies inside the input folder run/model, which is being read"),
+        ("run/model/hypotheses.txt", "file", ["run/model"], "lies inside the input folder run/model"),
+    ],
+)
+def test_an_output_that_overlaps_an_input_is_refused(run_dir, monkeypatch, output, kind, inputs, fragment):
+    monkeypatch.chdir(run_dir.parent)
+    os.link("source.txt", "source-link.txt")  # the same file under another name
+    assert fragment in refusal(output, kind=kind, inputs=[None, "Helsinki-NLP/opus-mt-en-jap", *inputs])
+
+
+@pytest.mark.parametrize("folder", ["run", "run/model", "run/weights-only"])
+def test_a_folder_holding_a_model_or_checkpoints_is_replaced_only_when_asked(run_dir, folder):
+    write_files(run_dir / "weights-only", {"model-00001-of-00002.safetensors": "weights"})
+    message = refusal(run_dir.parent / folder, kind="folder", overwrite_flag="--overwrite_output_dir")
+    assert "already holds a model or checkpoints; pass --overwrite_output_dir to replace it" in message
+    assert check_output(run_dir.parent / folder, kind="folder", flag="--out", overwrite=True) == run_dir.parent / folder
+
+
+def test_an_existing_file_is_replaced_only_when_asked(run_dir):
+    source = run_dir.parent / "source.txt"
+    assert "source.txt already exists; pass --overwrite to replace it" in refusal(source, kind="file")
+    assert check_output(source, kind="file", flag="--out", overwrite=True) == source
+
+
+def test_new_outputs_and_folders_without_a_model_pass(tmp_path):
+    write_files(tmp_path / "data", {"train.en": "text"})
+    assert check_output(tmp_path / "data", kind="folder", flag="--out") == tmp_path / "data"
+    assert check_output(tmp_path / "new" / "deeper", kind="folder", flag="--out") == tmp_path / "new" / "deeper"
+    assert check_output(tmp_path / "out.txt", kind="file", flag="--out") == tmp_path / "out.txt"
+
+
+def test_an_output_of_the_wrong_kind_or_place_is_refused(tmp_path):
+    (tmp_path / "file.txt").write_text("text")
+    assert f"{tmp_path} is a folder; pass a file name, e.g. {tmp_path / 'output.txt'}" in refusal(tmp_path, kind="file")
+    assert "file.txt is a file; pass a folder name" in refusal(tmp_path / "file.txt", kind="folder")
+    missing = tmp_path / "missing" / "out.txt"
+    message = refusal(missing, kind="file")
+    assert f"the folder {missing.parent} does not exist; create it first (mkdir -p {missing.parent})" in message
+    for kind in ("file", "folder"):
+        message = refusal(tmp_path / "file.txt" / "sub" / "out", kind=kind)
+        assert f"{tmp_path / 'file.txt'} is a file, not a folder; pass a path inside a folder" in message
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in read-only folders; the monkeypatched tests cover it")
+def test_a_read_only_place_is_refused(tmp_path):
+    (tmp_path / "locked").mkdir(mode=0o555)
+    (tmp_path / "out.txt").write_text("text")
+    (tmp_path / "out.txt").chmod(0o444)
+    assert "cannot write in" in refusal(tmp_path / "locked" / "new" / "model", kind="folder")
+    assert "out.txt is read-only" in refusal(tmp_path / "out.txt", kind="file", overwrite=True)
+
+
+def test_a_place_os_access_denies_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "out.txt").write_text("text")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path / "out.txt" and real_access(path, mode))
+    assert "out.txt is read-only; choose another file or chmod u+w it" in refusal(
+        tmp_path / "out.txt", kind="file", overwrite=True
+    )
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    message = refusal(tmp_path / "new" / "model", kind="folder")
+    assert f"cannot write in {tmp_path} (permission denied); choose another place or chmod u+w it" in message
+
+
+def test_a_place_where_creating_a_file_fails_is_refused(tmp_path, monkeypatch):
+    """os.access can say yes where writing fails (a read-only mount, ACLs): a real file is tried."""
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(saving.tempfile, "NamedTemporaryFile", refuse)
+    assert f"cannot write in {tmp_path} (permission denied)" in refusal(tmp_path / "out.txt", kind="file")
