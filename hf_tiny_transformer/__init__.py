@@ -1,22 +1,34 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" as a Hugging Face transformers model.
 
+What a saved model carries (the files `save_pretrained` copies into its folder, loaded there as remote code) sits at
+the top of the package, named `*_tiny_transformer.py`: the configuration, the model, the translation pipeline, the
+text handling it uses, and the all-or-nothing save. The tooling is grouped by job:
+
+- `shapes/`: model shapes (tiny, paper-base) as JSON, `load_shape`;
+- `data/`: corpora, the tokenizer trainer, batches by tokens;
+- `training/`: Trainer pieces (token batches, label smoothing, precision, time budget), checkpoints, the run's record;
+- `serving/`: translators for both engines (transformers, CTranslate2) and the CTranslate2 export;
+- `demo/`: the demo page and the attention pictures;
+- `evaluation`, `hub`, `marian`, `upgrade`, `hardware`, `cli`: scores, the Hub folder and card, conversion to and
+  from transformers' MarianMTModel, the 0.1.x folder conversion, the machine's abilities, the scripts' conventions.
+
 Importing the package registers the config and models with the Auto classes (safe to repeat).
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration_tiny_transformer import TinyTransformerConfig
+from .data.corpus import detokenize_english, read_parallel, unsegment_japanese
+from .data.tokenizer import train_tokenizer
+from .hub import model_card, save_for_hub
+from .marian import from_marian, to_marian
 from .modeling_tiny_transformer import (
     TinyTransformerForConditionalGeneration,
     TinyTransformerModel,
     TinyTransformerPreTrainedModel,
 )
-from .corpus import detokenize_english, read_parallel, unsegment_japanese
-from .hub import model_card, save_for_hub
-from .marian import from_marian, to_marian
 from .pipeline_tiny_transformer import TranslationPipeline
-from .presets import load_preset, preset_names
-from .tokenization_tiny_transformer import train_tokenizer
+from .shapes import load_shape, shape_names
 
 AutoConfig.register(TinyTransformerConfig.model_type, TinyTransformerConfig, exist_ok=True)
 AutoModel.register(TinyTransformerConfig, TinyTransformerModel, exist_ok=True)
@@ -33,8 +45,8 @@ __all__ = [
     "TinyTransformerForConditionalGeneration",
     "TranslationPipeline",
     "train_tokenizer",
-    "load_preset",
-    "preset_names",
+    "load_shape",
+    "shape_names",
     "model_card",
     "save_for_hub",
     "read_parallel",

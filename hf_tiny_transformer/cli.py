@@ -1,27 +1,29 @@
-"""What the command-line scripts in training/ share: one-line errors, checked input files, safe output files.
+"""What every command (scripts/, the demo page) shares: one-line errors, the output guard, the model folder loader.
 
-Every script turns a bad argument or file into a `UsageError` before any long work starts; `run` writes it as
-one line (`train.py: --num_beams must be at least 1, got 0`) and exits with 2, never with a traceback. Outputs
-are written to a temporary file beside their destination and renamed over it when complete, so that a crash
-never leaves a half-written file where a good one was.
+Every command turns a bad argument, file or folder into a `UsageError` before any long work starts; `run` writes it
+as one line (`train.py: --num_beams must be at least 1, got 0`) and exits with 2, never with a traceback.
 """
 
 import argparse
 import contextlib
-import json
 import logging
 import os
+import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Literal
 
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+CHECKPOINT = re.compile(r"checkpoint-\d+")
+StrPath = str | os.PathLike
+
 
 class UsageError(ValueError):
-    """A problem with the arguments or the files a script was given, found before its long work starts."""
+    """A problem with the arguments or the files a command was given, found before its long work starts."""
 
 
 class OneLineErrors:
@@ -36,7 +38,7 @@ class ArgumentParser(OneLineErrors, argparse.ArgumentParser):
 
 
 def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
-    """Call `main(argv)`; a UsageError is printed as one line on stderr, with exit code 2. The libraries' own
+    """Call `main(argv)`; a UsageError is written as one line on stderr, with exit code 2. The libraries' own
     progress bars (loading weights, downloads) show only when stderr is a terminal: in a file or CI their carriage
     returns would make the log unreadable."""
     prog = Path(sys.argv[0]).name
@@ -69,8 +71,11 @@ def command_output(stream) -> Iterator[logging.Logger]:
 
 
 def first_line(error: BaseException) -> str:
-    """The first non-empty line of an exception's message, or its type's name."""
+    """The first non-empty line of an exception's message (with the next one when it ends with a colon, as
+    `Validation error for field 'd_model':` does), or its type's name."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1]}"
     return lines[0] if lines else type(error).__name__
 
 
@@ -80,101 +85,174 @@ def at_least(name: str, value: float | None, lowest: float):
         raise UsageError(f"{name} must be at least {lowest}, got {value}")
 
 
-def read_lines(path: str | os.PathLike, what: str = "file") -> list[str]:
-    """The lines of a UTF-8 text file; a UsageError when it is missing, a folder, unreadable, not UTF-8 or empty."""
-    path = Path(path)
-    if not path.exists():
-        raise UsageError(f"{what} {path} does not exist; check the path")
-    if not path.is_file():
-        raise UsageError(f"{what} {path} is not a file; pass a text file with one sentence per line")
+# ---------------------------------------------------------------------------------------------------------------
+# The output guard: every command that writes checks its destination before any work
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _nearest_existing(path: Path) -> Path:
+    """`path` if it exists, else its nearest existing parent."""
+    return next(candidate for candidate in (path, *path.absolute().parents) if candidate.exists())
+
+
+def _holds_model(folder: Path) -> bool:
+    """Whether a folder holds a saved model (config.json, weights), Trainer checkpoints, or a training run's `hub`."""
+    return (
+        (folder / "config.json").exists()
+        or (folder / "hub" / "config.json").exists()
+        or any(folder.glob("model*.safetensors*"))
+        or any(entry.is_dir() and CHECKPOINT.fullmatch(entry.name) for entry in folder.iterdir())
+    )
+
+
+def _can_create_file(folder: Path) -> bool:
+    """Whether a file can be created in `folder`: os.access, then a real try (ACLs, read-only mounts)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise UsageError(f"{what} {path} is not UTF-8 text (line {line}); convert it, e.g. with iconv -t utf-8") from None
-    except OSError as error:
-        raise UsageError(f"{what} {path} cannot be read: {error.strerror}") from None
-    lines = text.splitlines()
-    if not any(line.strip() for line in lines):
-        raise UsageError(f"{what} {path} is empty; pass a file with one sentence per line")
-    return lines
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            return True
+    except OSError:
+        return False
 
 
-def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
-    """A JSON file holding one object; a UsageError otherwise."""
-    text = "\n".join(read_lines(path, what))
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UsageError(f"{what} {path} is not valid JSON (line {error.lineno}: {error.msg})") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{what} {path} must hold a JSON object ({{\"flag\": value, ...}}), not {type(value).__name__}")
-    return value
+def _place_problem(path: Path, kind: str) -> str | None:
+    """What is wrong with where the output would go: the wrong kind, a missing folder, a parent that is a file."""
+    existing = _nearest_existing(path)
+    if existing != path and not existing.is_dir():
+        return f": {existing} is a file, not a folder; pass a path inside a folder"
+    if kind == "file" and path.is_dir():
+        return f" is a folder; pass a file name, e.g. {path / 'output.txt'}"
+    if kind == "folder" and path.exists() and not path.is_dir():
+        return " is a file; pass a folder name"
+    if kind == "file" and not path.parent.is_dir():
+        return f": the folder {path.parent} does not exist; create it first (mkdir -p {path.parent})"
+    return None
 
 
-def check_output_file(path: str | os.PathLike, flag: str, inputs: tuple[str | os.PathLike | None, ...] = ()) -> Path:
-    """A UsageError when an output file's path is a folder, its folder does not exist, or it is one of the inputs."""
+def _input_problem(path: Path, kind: str, inputs: Iterable[StrPath | None]) -> str | None:
+    """Whether the output is an input, holds one, or lies inside an input folder (None and absent inputs skipped)."""
+    target = path.resolve()
+    for given in (Path(name) for name in inputs if name is not None and Path(name).exists()):
+        source = given.resolve()
+        if source == target or (path.exists() and path.samefile(given)):
+            return f" is also an input ({given}) and would be overwritten; choose another {kind}"
+        if target in source.parents:
+            return f" holds the input {given}, which the save would replace; choose a {kind} outside it"
+        if source in target.parents:
+            return f" lies inside the input folder {given}, which is being read; choose a {kind} outside it"
+    return None
+
+
+def _overwrite_problem(path: Path, kind: str, overwrite_fix: str) -> str | None:
+    """Whether the output folder already holds a model or checkpoints (an output file is simply replaced)."""
+    if kind == "folder" and path.is_dir() and _holds_model(path):
+        return f" already holds a model or checkpoints; {overwrite_fix}"
+    return None
+
+
+def _write_problem(path: Path, kind: str) -> str | None:
+    """Whether the output cannot be written: its nearest existing folder, or the existing output, is read-only."""
+    folder = _nearest_existing(path.absolute().parent)
+    if not _can_create_file(folder):
+        return f": cannot write in {folder} (permission denied); choose another place or chmod u+w it"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f" is read-only; choose another {kind} or chmod u+w it"
+    return None
+
+
+def check_output(
+    path: StrPath,
+    *,
+    kind: Literal["file", "folder"],
+    flag: str,
+    inputs: Iterable[StrPath | None] = (),
+    overwrite: bool = False,
+    overwrite_fix: str = "pass --overwrite to replace it, or choose another name",
+) -> Path:
+    """Check a command's output path before any work: a UsageError with one line naming `flag`, the problem and the
+    fix (`--output_dir runs/x already holds a model or checkpoints; pass --overwrite to replace it, ...`) when the
+    path is the wrong kind or in the wrong place, is, holds or lies inside one of `inputs`, already holds a model
+    and `overwrite` is False, or cannot be written."""
     path = Path(path)
-    if path.is_dir():
-        raise UsageError(f"{flag} {path} is a folder; pass a file name, e.g. {path / 'output.txt'}")
-    if not path.parent.is_dir():
-        raise UsageError(f"{flag} {path}: the folder {path.parent} does not exist; create it first")
-    for given in inputs:
-        if given is not None and Path(given).exists() and path.exists() and path.samefile(given):
-            raise UsageError(f"{flag} {path} is also an input file and would be overwritten; choose another name")
+    problem = (
+        _place_problem(path, kind)
+        or _input_problem(path, kind, inputs)
+        or (None if overwrite else _overwrite_problem(path, kind, overwrite_fix))
+        or _write_problem(path, kind)
+    )
+    if problem:
+        raise UsageError(f"{flag} {path}{problem}")
     return path
 
 
-def check_output_folder(path: str | os.PathLike, flag: str) -> Path:
-    """A UsageError when an output folder's path, or the nearest of its parents that exists, is a file."""
-    path = Path(path)
-    existing = next(folder for folder in (path, *path.absolute().parents) if folder.exists())
-    if not existing.is_dir():
-        raise UsageError(f"{flag} {path}: {existing} is a file, not a folder; pass a folder name")
-    return path
+# ---------------------------------------------------------------------------------------------------------------
+# Reading a model folder: one way for every command
+# ---------------------------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def replaced_atomically(path: str | os.PathLike) -> Iterator[Path]:
-    """A temporary path beside `path` to write to; when the block ends without error it is renamed over `path`
-    (one atomic step), otherwise removed: `path` is either its old complete self or the new complete file."""
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    os.close(handle)
-    try:
-        yield Path(temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+def load_model_folder(name: str, flag: str = "--model", trust_remote_code: bool = False, **model_kwargs):
+    """The model and tokenizer saved in folder (or Hub repository) `name`: a UsageError in one line naming the
+    folder, the file and the fix for anything that stops them loading (a missing or damaged file, a config value
+    of the wrong type, code the user did not allow), and for weights that miss or add tensors (the library would
+    initialize missing ones at random and only warn)."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    check_model_source(name, flag)
+    with quiet_transformers():
+        config = load_part(AutoConfig, name, flag, "config.json", trust_remote_code)
+        tokenizer = load_part(AutoTokenizer, name, flag, "tokenizer.json", trust_remote_code)
+        model, info = load_part(
+            AutoModelForSeq2SeqLM, name, flag, "model.safetensors", trust_remote_code,
+            config=config, output_loading_info=True, **model_kwargs,
+        )  # fmt: skip
+    wrong = {
+        kind: sorted(info[f"{kind}_keys"]) for kind in ("missing", "unexpected", "mismatched") if info[f"{kind}_keys"]
+    }
+    if wrong:
+        listed = "; ".join(
+            f"{kind}: {', '.join(map(str, keys[:3]))}{' ...' if len(keys) > 3 else ''}" for kind, keys in wrong.items()
+        )
+        raise UsageError(f"{flag} {name}: model.safetensors does not fit config.json ({listed}); save the model again")
+    return model, tokenizer
 
 
-def write_text_atomically(path: str | os.PathLike, text: str):
-    """Write a UTF-8 text file so that a crash never leaves it half-written."""
-    with replaced_atomically(path) as temporary:
-        temporary.write_text(text, encoding="utf-8")
+def check_model_source(name: str, flag: str):
+    """A local path that does not exist is an error at once (not a Hub lookup with retries): a name that is not a
+    Hub id, or one inside an existing local folder (`runs/en-ja` with `runs/` here)."""
+    in_a_local_folder = Path(name).parent != Path(".") and Path(name).parent.is_dir()
+    if not Path(name).exists() and (in_a_local_folder or not is_hub_id(name)):
+        raise UsageError(f"{flag} {name} does not exist; pass a folder saved with save_pretrained, or a Hub id")
+    if Path(name).is_dir() and not (Path(name) / "config.json").is_file():
+        raise UsageError(f"{flag} {name} has no config.json; pass a folder saved with save_pretrained")
 
 
-def load_pretrained(auto_class, name: str, flag: str, trust_remote_code: bool, **kwargs):
-    """`auto_class.from_pretrained(name)` (AutoConfig, AutoTokenizer, AutoModelForSeq2SeqLM), with a UsageError
-    naming the flag and the fix when the folder is missing, incomplete, or holds code the user did not allow."""
-    if not Path(name).exists() and (in_a_local_folder(name) or not is_hub_id(name)):
-        raise UsageError(f"{flag} {name} does not exist; pass a folder saved with save_pretrained or a Hub id")
+def load_part(auto_class, name: str, flag: str, file: str, trust_remote_code: bool, **kwargs):
+    """`auto_class.from_pretrained(name, ...)`, any error turned into a UsageError that names `file`."""
     try:
         return auto_class.from_pretrained(name, trust_remote_code=trust_remote_code, **kwargs)
-    except (OSError, ValueError, KeyError) as error:
+    except Exception as error:  # the libraries raise many kinds; each is one line for the user
         if "trust_remote_code" in str(error):
             raise UsageError(
                 f"{flag} {name} holds Python code of its own (config.json's auto_map); read it, then pass "
                 "--trust_remote_code to run it"
             ) from None
-        raise UsageError(f"{flag} {name} cannot be loaded: {first_line(error)}") from None
+        raise UsageError(
+            f"{flag} {name}: {file} cannot be loaded ({first_line(error)}); save the model again or copy the folder anew"
+        ) from None
 
 
-def in_a_local_folder(name: str) -> bool:
-    """Whether `name` names something inside an existing local folder (`runs/en-ja` with `runs/` here): a path,
-    not a Hub id, even where it has the form of one."""
-    return Path(name).parent != Path(".") and Path(name).parent.is_dir()
+@contextlib.contextmanager
+def quiet_transformers():
+    """transformers' warnings (its load report) silenced while a block runs: a command reports problems itself."""
+    from transformers.utils import logging as transformers_logging
+
+    level = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(level)
 
 
 def is_hub_id(name: str) -> bool:
@@ -186,14 +264,33 @@ def is_hub_id(name: str) -> bool:
     return True
 
 
-def check_generation_length(max_positions: int, max_new_tokens: int, flag: str):
-    """A UsageError when a model cannot generate `max_new_tokens` tokens: the decoder is fed the start token and
-    all but the last new token, each at a row of its positional table of `max_positions` rows."""
-    if max_new_tokens > max_positions:
-        raise UsageError(
-            f"{flag} asks for {max_new_tokens} new tokens but the model generates at most {max_positions} "
-            f"(its max_position_embeddings); lower {flag}"
-        )
+# ---------------------------------------------------------------------------------------------------------------
+# Flags that several commands share
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def engine_arguments(parser: argparse.ArgumentParser):
+    """--engine, --device and --trust_remote_code, for the commands that load a model to translate."""
+    from .hardware import best_device
+
+    parser.add_argument(
+        "--engine",
+        choices=["transformers", "ctranslate2"],
+        default="transformers",
+        help="ctranslate2: --model is a folder written by scripts/export_ctranslate2.py",
+    )
+    parser.add_argument("--device", default=best_device(), help="cpu, cuda, cuda:1, mps (default: the best there is)")
+    trust_remote_code_argument(parser)
+
+
+def trust_remote_code_argument(parser: argparse.ArgumentParser):
+    """--trust_remote_code, off by default as in transformers' own example scripts."""
+    parser.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help="run the Python files of a model folder or Hub repository that is not this package's own "
+        "(this package's folders load without it when it is installed)",
+    )
 
 
 def check_device(device: str) -> str:
@@ -210,64 +307,17 @@ def check_device(device: str) -> str:
     return device
 
 
-def load_translator(name: str, engine: str, trust_remote_code: bool, device: str = "cpu", flag: str = "--model"):
-    """A translator of texts for the folder `name`: a saved model with transformers (`engine` "transformers"), or
-    an export_ctranslate2 folder with CTranslate2; a UsageError in one line when it cannot be loaded."""
-    check_device(device)
-    if engine == "ctranslate2":
-        try:
-            from .serving import CTranslate2Translator
-
-            return CTranslate2Translator(name, device=device)
-        except (ImportError, ValueError, OSError, RuntimeError) as error:
-            raise UsageError(f"--engine ctranslate2 {flag} {name}: {first_line(error)}") from None
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from .evaluation import TransformersTranslator
-
-    tokenizer = load_pretrained(AutoTokenizer, name, flag, trust_remote_code)
-    model = load_pretrained(AutoModelForSeq2SeqLM, name, flag, trust_remote_code)
-    return TransformersTranslator(model.to(device), tokenizer)
-
-
-def engine_arguments(parser: argparse.ArgumentParser):
-    """--engine and --device, for the scripts that translate."""
-    parser.add_argument(
-        "--engine",
-        choices=["transformers", "ctranslate2"],
-        default="transformers",
-        help="ctranslate2: --model is a folder written by training/export_ctranslate2.py",
-    )
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps")
-
-
-def trust_remote_code_argument(parser: argparse.ArgumentParser):
-    """--trust_remote_code, off by default as in transformers' own example scripts."""
-    parser.add_argument(
-        "--trust_remote_code",
-        action="store_true",
-        help="run the Python files of a model folder or Hub repository that is not this package's own "
-        "(this package's folders load without it when it is installed)",
-    )
-
-
 __all__ = [
     "UsageError",
     "ArgumentParser",
     "OneLineErrors",
     "run",
+    "command_output",
     "first_line",
     "at_least",
-    "read_lines",
-    "read_json_object",
-    "check_output_file",
-    "check_output_folder",
-    "replaced_atomically",
-    "write_text_atomically",
-    "trust_remote_code_argument",
-    "load_pretrained",
-    "check_generation_length",
-    "check_device",
-    "load_translator",
+    "check_output",
+    "load_model_folder",
     "engine_arguments",
+    "trust_remote_code_argument",
+    "check_device",
 ]

@@ -8,7 +8,8 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from . import modeling_tiny_transformer
-from .modeling_tiny_transformer import TinyTransformerForConditionalGeneration, staged_folder
+from .modeling_tiny_transformer import TinyTransformerForConditionalGeneration
+from .saving_tiny_transformer import staged_folder
 
 DIFFERENCES_HEADING = "Differences from the paper"
 
@@ -26,17 +27,31 @@ def metrics_table(metrics: dict[str, float]) -> str:
 
 
 EVALUATION_HEADING = "## Evaluation"
+# The block the tools write and rewrite (evaluate_model.py --update_model_card); the rest of a card is a person's.
+BEGIN_METRICS, END_METRICS = "<!-- metrics: written by hf-tiny-transformer -->", "<!-- end of metrics -->"
+
+
+def metrics_block(metrics: dict[str, float], how: str = "") -> str:
+    """The marked block of measured scores: how they were measured, then their table."""
+    return "\n\n".join(part for part in (BEGIN_METRICS, how, metrics_table(metrics), END_METRICS) if part)
 
 
 def with_evaluation(card_text: str, metrics: dict[str, float], how: str) -> str:
-    """A model card's text with its Evaluation section replaced (or added before the differences from the paper)."""
-    section = f"{EVALUATION_HEADING}\n\n{how}\n\n{metrics_table(metrics)}\n\n"
+    """A model card's text with the tools' marked metrics block replaced, or, where there is none, added at the
+    end of its Evaluation section (made before the differences from the paper when there is none). Nothing else in
+    the card changes: what a person wrote stays."""
+    block = metrics_block(metrics, how)
+    if BEGIN_METRICS in card_text and END_METRICS in card_text:
+        before, rest = card_text.split(BEGIN_METRICS, 1)
+        return before + block + rest.split(END_METRICS, 1)[1]
     if EVALUATION_HEADING in card_text:
         before, rest = card_text.split(EVALUATION_HEADING, 1)
-        after = rest[rest.index("\n## "):].lstrip("\n") if "\n## " in rest else ""
-        return before + section + after
+        end = rest.find("\n## ")
+        section, after = (rest, "") if end < 0 else (rest[:end], rest[end:])
+        return f"{before}{EVALUATION_HEADING}{section.rstrip()}\n\n{block}\n{after}"
     heading = f"## {DIFFERENCES_HEADING}"
-    return card_text.replace(heading, section + heading, 1) if heading in card_text else card_text + "\n" + section
+    section = f"{EVALUATION_HEADING}\n\n{block}\n\n"
+    return card_text.replace(heading, section + heading, 1) if heading in card_text else card_text.rstrip() + "\n\n" + section
 
 
 def model_card(
@@ -79,7 +94,7 @@ def model_card(
     if training_procedure:
         sections.append(f"## Training procedure\n\n{training_procedure}")
     if metrics:
-        sections.append(f"{EVALUATION_HEADING}\n\n{metrics_table(metrics)}")
+        sections.append(f"{EVALUATION_HEADING}\n\n{metrics_block(metrics)}")
     sections.append(f"## {DIFFERENCES_HEADING}\n\n{differences_from_the_paper()}")
     content = f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n"
     return ModelCard(content)
@@ -93,7 +108,7 @@ def save_for_hub(
     space_folder: str | Path | None = None,
 ) -> Path:
     """Save model, code files, tokenizer and model card into `folder`, ready to upload as it is; with
-    `space_folder`, also a Hub Space there: the demo page (`hf_tiny_transformer.app`) with this model."""
+    `space_folder`, also a Hub Space there: the demo page (`hf_tiny_transformer.demo.app`) with this model."""
     folder = Path(folder)
     with staged_folder(folder) as staging:  # nothing in `folder` changes until every file is written
         model.save_pretrained(staging)
@@ -104,17 +119,17 @@ def save_for_hub(
     return folder
 
 
-SPACE_APP = '''"""The demo page of the model in this folder: hf_tiny_transformer.app (translation and attention pictures)."""
+SPACE_APP = '''"""The demo page of the model in this folder: hf_tiny_transformer.demo.app (translation and attention pictures)."""
 
 import sys
 
-from hf_tiny_transformer.app import main
+from hf_tiny_transformer.demo.app import main
 
 sys.exit(main(["--model", "."]))
 '''
 # What the Space installs: the package's own code travels in the Space (hf_tiny_transformer/), its needs do not.
 SPACE_REQUIREMENTS = ["torch>=2.4", "transformers>=5,<6", "tokenizers>=0.22", "safetensors>=0.4", "huggingface_hub",
-                      "matplotlib>=3.7", "matplotlib-fontja>=1.0"]  # fmt: skip
+                      "sentencex>=1.0.26", "matplotlib>=3.7", "matplotlib-fontja>=1.0"]  # fmt: skip
 
 
 def save_space(model, tokenizer, folder: str | Path, card: ModelCard) -> Path:
@@ -144,7 +159,7 @@ def save_space(model, tokenizer, folder: str | Path, card: ModelCard) -> Path:
         tokenizer.save_pretrained(staging)
         (staging / "app.py").write_text(SPACE_APP)
         (staging / "requirements.txt").write_text("\n".join(SPACE_REQUIREMENTS + [f"gradio=={gradio_version}"]) + "\n")
-        for source in [*package.glob("*.py"), *package.glob("presets/*.json")]:
+        for source in [*package.rglob("*.py"), *package.rglob("*.json")]:
             target = staging / "hf_tiny_transformer" / source.relative_to(package)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, target)

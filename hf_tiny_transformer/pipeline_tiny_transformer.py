@@ -10,12 +10,10 @@ From a saved folder (the file travels with it, and config.json names it in `cust
     pipeline("translation", model=folder, trust_remote_code=True)
 """
 
-import logging
-
 import torch
 from transformers import Pipeline
 
-logger = logging.getLogger(__name__)
+from .text_tiny_transformer import generation_settings, texts_of, translate_in_pieces
 
 PIPELINE_TASK = "translation"
 
@@ -24,8 +22,10 @@ class TranslationPipeline(Pipeline):
     """Text in the source language -> `[{"translation_text": ...}]`; a list of texts -> one such dict per text.
 
     Generation parameters (`num_beams`, `max_new_tokens`, `do_sample`, ...) go to `model.generate()`, given when
-    the pipeline is made or at each call. An empty text translates to an empty text. A text longer than the
-    model's `max_position_embeddings` tokens is cut to that length, with a warning.
+    the pipeline is made or at each call; nonsensical beams, lengths or length penalties are a ValueError. A text is
+    translated line by line, and a line longer than the model's `max_position_embeddings` tokens sentence by
+    sentence (with a warning), as every front door of the package does (text_tiny_transformer.py); English output
+    is cased unless the generation config says `english_casing: false`. An empty text translates to "".
     """
 
     _pipeline_calls_generate = True
@@ -46,28 +46,31 @@ class TranslationPipeline(Pipeline):
 
     def __call__(self, text: str | list[str], **kwargs):
         """Translate one text or a list of texts."""
-        texts = [text] if isinstance(text, str) else text
-        if not isinstance(texts, (list, tuple)) or not all(isinstance(item, str) for item in texts):
-            raise TypeError(f"text must be a string or a list of strings, got {type(text).__name__}: {text!r:.80}")
-        to_translate = [item for item in texts if item.strip()]
-        translated = iter(super().__call__(to_translate, **kwargs) if to_translate else [])
-        results = [next(translated) if item.strip() else [{"translation_text": ""}] for item in texts]
+        texts = texts_of(text)
+        generation_settings(**{name: kwargs.get(name) for name in ("num_beams", "length_penalty", "max_new_tokens")})
+        config = self.model.generation_config
+
+        def translate_pieces(pieces: list[str]) -> list[list[str]]:
+            results = Pipeline.__call__(self, pieces, **kwargs)
+            return [[output["translation_text"] for output in result] for result in results]
+
+        translations = translate_in_pieces(
+            texts,
+            translate_pieces,
+            lambda piece: len(self.tokenizer(piece)["input_ids"]),
+            self.model.config.max_position_embeddings,
+            source_lang=getattr(config, "source_lang", None),
+            target_lang=getattr(config, "target_lang", None),
+            casing=getattr(config, "english_casing", None),
+        )
+        results = [[{"translation_text": sequence} for sequence in sequences] for sequences in translations]
         if isinstance(text, str):
             return results[0]
         return [result[0] if len(result) == 1 else result for result in results]
 
     def preprocess(self, text: str) -> dict[str, torch.Tensor]:
-        input_ids = self.tokenizer(text)["input_ids"]
-        longest = self.model.config.max_position_embeddings
-        if len(input_ids) > longest:
-            logger.warning(
-                "The input has %d tokens but the model takes at most %d; translating only its first %d tokens.",
-                len(input_ids),
-                longest,
-                longest - 1,
-            )
-            input_ids = input_ids[: longest - 1] + [self.tokenizer.eos_token_id]
-        input_ids = torch.tensor([input_ids])
+        input_ids = self.tokenizer(text, truncation=True, max_length=self.model.config.max_position_embeddings)
+        input_ids = torch.tensor([input_ids["input_ids"]])
         return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs) -> dict[str, torch.Tensor]:

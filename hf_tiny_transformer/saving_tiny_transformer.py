@@ -1,2 +1,188 @@
-"""LEAD ENGINEER: temporary shim while saving.py is written; do not delete."""
-from .saving import staged_folder  # noqa: F401
+"""All-or-nothing writes of files and folders: a save that fails or is killed leaves what was there before.
+
+    with staged_folder("runs/en-ja/hub") as staging:    # the folder is replaced only if the block succeeds
+        model.save_pretrained(staging)
+    write_atomically("runs/en-ja/metrics.json", text)   # written beside, then renamed over
+
+A folder is saved complete beside the old one (`.{name}.saving-{pid}-{token}`), receives hard links of the old
+folder's files the save did not write (not an earlier save's `model*.safetensors*`), and takes the old one's place
+in one atomic step (Linux renameat2 RENAME_EXCHANGE): the path always holds the old folder or the new one. Where
+that call is missing or refused (macOS, old glibc, some filesystems) the old folder is renamed aside
+(`.{name}.replaced-{pid}-{token}`) and the new one in; a kill between the two leaves no folder at the path, and
+the next save there puts the old one back first. Each save removes the temporary names that killed processes left.
+New files and folders get the usual permissions (0o666 / 0o777 less the umask). This guards against failed or
+killed processes, not power loss (nothing is fsynced). Standard library only: this file travels with every
+saved model (the modeling file imports it), so that saving a model loaded as remote code is all or nothing too.
+"""
+
+import contextlib
+import ctypes
+import errno
+import fnmatch
+import functools
+import os
+import re
+import secrets
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+StrPath = str | os.PathLike
+STALE_WEIGHTS = "model*.safetensors*"  # an earlier save's weights: not carried over into a new save
+AT_FDCWD, RENAME_EXCHANGE = -100, 2  # linux/fcntl.h, linux/fs.h
+
+
+def _temporary_name(path: Path, kind: str = "saving") -> Path:
+    """`.{name}.{kind}-{pid}-{token}` beside `path`: recognizable, and naming the process that owns it."""
+    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process `pid` exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        pass
+    return True
+
+
+def _remove(path: Path):
+    """Remove a file, a link or a folder tree."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _remove_leftovers(path: Path):
+    """Clean up after killed saves to `path`: an old folder a fallback save left aside goes back to `path` when
+    nothing is there; staging files and folders are removed. Those of live processes are left alone."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(saving|replaced)-(\d+)-[0-9a-f]+")
+    matches = [(pattern.fullmatch(entry.name), entry) for entry in path.parent.iterdir()]
+    leftovers = [(match[1], entry) for match, entry in matches if match and not _process_alive(int(match[2]))]
+    for kind, entry in sorted(leftovers, key=lambda leftover: leftover[0] != "replaced"):  # put back first
+        if kind == "replaced" and not os.path.lexists(path):
+            os.rename(entry, path)
+        else:
+            _remove(entry)
+
+
+def _target(path: StrPath) -> Path:
+    """The path a save replaces: symbolic links are followed, so that a link keeps pointing at the saved data."""
+    return Path(os.path.realpath(path))
+
+
+@contextlib.contextmanager
+def replaced_file(path: StrPath) -> Iterator[Path]:
+    """A new empty file beside `path` to write to; renamed over `path` (one atomic step) when the block ends
+    without an error, removed otherwise. It has the permissions `open(path, "w")` gives a new file."""
+    path = _target(path)
+    _remove_leftovers(path)
+    temporary = _temporary_name(path)
+    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_atomically(path: StrPath, data: str | bytes):
+    """Write text (as UTF-8) or bytes to `path` so that it holds either its old content or all of `data`."""
+    with replaced_file(path) as temporary:
+        temporary.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def _link(source: StrPath, target: StrPath):
+    """A hard link of file `source` at `target`; a copy where a link is refused (another filesystem)."""
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _carry_over(old: Path, new: Path, skip: str | None = STALE_WEIGHTS):
+    """Link into `new` what `old` holds and `new` lacks, merging subfolders file by file; names matching `skip`
+    at this level are left out. What the new save wrote wins."""
+    for entry in old.iterdir():
+        target = new / entry.name
+        if skip and fnmatch.fnmatch(entry.name, skip):
+            continue
+        is_folder = entry.is_dir() and not entry.is_symlink()
+        if not os.path.lexists(target):
+            if is_folder:
+                shutil.copytree(entry, target, symlinks=True, copy_function=_link)
+            else:
+                _link(entry, target)
+        elif is_folder and target.is_dir() and not target.is_symlink():
+            _carry_over(entry, target, skip=None)
+
+
+@functools.cache
+def _renameat2():
+    """libc's renameat2 (Linux, glibc >= 2.28), or None where there is none."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError, TypeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one atomic step; False where the system or the filesystem cannot."""
+    renameat2 = _renameat2() if sys.platform.startswith("linux") else None
+    if renameat2 is None:
+        return False
+    if renameat2(AT_FDCWD, os.fsencode(first), AT_FDCWD, os.fsencode(second), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+def _put_in_place(staged: Path, folder: Path):
+    """Make the complete folder `staged` the one at `folder`. With an exchange, `staged` then holds the old
+    folder; without one, the old folder goes aside for a moment (restored if the second rename fails)."""
+    if not os.path.lexists(folder):
+        os.rename(staged, folder)
+    elif not _exchange(staged, folder):
+        aside = _temporary_name(folder, "replaced")
+        os.rename(folder, aside)
+        try:
+            os.rename(staged, folder)  # a kill just before: the next save puts `aside` back
+        except BaseException:
+            os.rename(aside, folder)
+            raise
+        _remove(aside)
+
+
+@contextlib.contextmanager
+def staged_folder(folder: StrPath) -> Iterator[Path]:
+    """A new empty folder beside `folder` to save into. When the block ends without an error, the old folder's
+    files and subfolders the save did not write (except stale `model*.safetensors*`) are linked in, and the new
+    folder takes the old one's place in one atomic step. On any error or interrupt it is removed and `folder`
+    stays as it was. Missing parent folders are created."""
+    folder = _target(folder)
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file; cannot save a folder there")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(folder)
+    staging = _temporary_name(folder)
+    staging.mkdir()
+    try:
+        yield staging
+        if folder.is_dir():
+            _carry_over(folder, staging)
+        _put_in_place(staging, folder)
+    finally:
+        if os.path.lexists(staging):  # the unfinished new folder, or after an exchange the old one
+            _remove(staging)
+
+
+__all__ = ["replaced_file", "staged_folder", "write_atomically"]

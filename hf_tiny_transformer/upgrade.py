@@ -16,7 +16,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .cli import UsageError, command_output, replaced_atomically, run
+from .cli import UsageError, command_output, run
+from .saving_tiny_transformer import replaced_file
 
 PROJECTIONS = ("q_proj", "kv_proj", "out_proj", "fc1", "fc2")
 
@@ -48,7 +49,7 @@ def upgrade_folder(folder: str | Path) -> bool:
         state_dict = {name: weights.get_tensor(name) for name in weights.keys()}
     if not any(name.endswith("kv_proj.weight") for name in state_dict):
         return False
-    with replaced_atomically(weights_file) as temporary:
+    with replaced_file(weights_file) as temporary:
         save_file(upgrade_state_dict(state_dict), temporary, metadata=metadata)
     return True
 

@@ -4,7 +4,7 @@ import unicodedata
 
 import pytest
 
-from hf_tiny_transformer.translation.text import Segment, english_casing, hard_split, join, segments, sentences
+from hf_tiny_transformer.text_tiny_transformer import Segment, english_casing, hard_split, join, segments, sentences
 
 
 def count_words(text: str) -> int:

@@ -1,0 +1,1 @@
+"""Data: corpora as natural text, text files, the tokenizer trainer, batches by tokens."""

@@ -1,0 +1,217 @@
+"""The demo page: a Gradio app that translates a typed sentence and shows, for that sentence, the attention of every
+layer and head and the positional encoding (the pictures of `visualization`), in the Hub Spaces convention.
+
+    python -m hf_tiny_transformer.demo.app --model runs/demo/hub            # http://127.0.0.1:7860
+    make app MODEL=runs/demo/hub
+    python -m hf_tiny_transformer.demo.app --model runs/demo/hub --screenshot docs/demo_app.png   # page -> PNG, exit
+
+Needs the `[app]` extra (gradio; the pictures need `[viz]`). `save_for_hub(..., space_folder=...)` writes a folder to
+upload as a Hub Space that runs this app on the model saved with it. `--screenshot` drives the page in headless
+Chromium (Debian's chromium and chromium-driver, and selenium): it types an example, presses Translate, waits for the
+translation and the heatmap, and saves what the browser shows.
+"""
+
+import io
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..serving.translator import TransformersTranslator
+from ..text_tiny_transformer import guess_language, segments
+from .visualization import KINDS, TITLES, attention_weights, draw_heads, plot_positional_encoding
+
+EXAMPLES = {
+    "en": ["My mother really likes green tea.", "I didn't eat bread.", "The students bought a car.", "She reads books."],
+    "ja": ["私は緑茶がとても好きです。", "彼はパンを食べませんでした。", "学生たちは車を買いました。", "彼女は本を読みます。"],
+}
+
+
+def gradio():
+    """The gradio module, or an ImportError that says how to install it."""
+    try:
+        import gradio
+    except ImportError as error:
+        raise ImportError("The demo page needs gradio: pip install 'hf-tiny-transformer[app,viz]'.") from error
+    return gradio
+
+
+def picture(figure):
+    """A matplotlib figure as a PIL image (what gradio's Image component shows)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80)
+    buffer.seek(0)
+    return Image.open(buffer)
+
+
+class Demo:
+    """A model and its tokenizer, and what the page asks of them."""
+
+    def __init__(self, model, tokenizer):
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.translator = TransformersTranslator(model, tokenizer)
+
+    def translate_and_draw(self, source: str, kind: str, layer: int):
+        """The translation of `source` (sentence by sentence when it is longer than the model takes, as every front
+        door does), every head of `kind` attention in `layer` for its first piece as a picture, and a note when the
+        text was split."""
+        if not source.strip():
+            return "", None, ""
+        translation = self.translator.translate([source])[0]
+        pieces = self.pieces(source)
+        note = ""
+        if len(pieces) > 1:
+            note = (f"The text is longer than the model takes at once ({self.translator.max_positions} tokens): it was "
+                    f"translated in {len(pieces)} pieces, sentence by sentence. The heatmap shows the first piece.")  # fmt: skip
+        attention = attention_weights(self.model, self.tokenizer, pieces[0])
+        layer = min(int(layer), len(attention.weights(kind)) - 1)
+        heads = list(range(attention.weights(kind)[layer].shape[0]))
+        return translation, picture(draw_heads(attention, kind, layer, heads)), note
+
+    def pieces(self, source: str) -> list[str]:
+        """The pieces the translator cuts `source` into."""
+        count = lambda text: len(self.tokenizer(text)["input_ids"])  # noqa: E731
+        language = getattr(self.model.generation_config, "source_lang", None) or guess_language(source)
+        return [segment.text for segment in segments(source, language, count, self.translator.max_positions)]
+
+    def positional_encoding(self):
+        return picture(plot_positional_encoding(self.model.config))
+
+
+def build_app(model, tokenizer, examples: list[str] | None = None):
+    """The page as a gradio Blocks app, for a model of any shape; `examples` are sentences to click."""
+    gr = gradio()
+    demo = Demo(model, tokenizer)
+    layers = max(model.config.encoder_layers, model.config.decoder_layers)
+    with gr.Blocks(title="hf-tiny-transformer") as app:
+        gr.Markdown(
+            "# Attention Is All You Need, small enough to read\n"
+            "Type a sentence: the model translates it, and the heatmaps show where each head of the chosen layer "
+            "looks (rows: queries, columns: keys). Cross-attention shows which source token each target token was "
+            "predicted from; the decoder's self-attention shows the causal mask as the empty upper triangle."
+        )
+        with gr.Row():
+            source = gr.Textbox(label="Sentence", lines=2, elem_id="source")
+            translation = gr.Textbox(label="Translation", lines=2, interactive=False, elem_id="translation")
+        note = gr.Markdown(elem_id="note")
+        with gr.Row():
+            kind = gr.Radio(list(KINDS), value="cross", label="Attention", info=", ".join(f"{k}: {TITLES[k]}" for k in KINDS))
+            # a slider needs two ends: a model of one layer per stack gets a hidden one at 0
+            layer = gr.Slider(0, max(layers - 1, 1), value=layers - 1, step=1, label="Layer", visible=layers > 1)
+        button = gr.Button("Translate", variant="primary", elem_id="translate")
+        heatmap = gr.Image(label="Attention of every head", type="pil", elem_id="heatmap")
+        gr.Examples(examples or [], inputs=source)
+        with gr.Accordion("Positional encoding", open=False):
+            gr.Image(value=demo.positional_encoding(), label="PE(pos, i)", type="pil", elem_id="positional")
+        inputs, outputs = [source, kind, layer], [translation, heatmap, note]
+        button.click(demo.translate_and_draw, inputs, outputs, api_name="translate")
+        source.submit(demo.translate_and_draw, inputs, outputs)
+        kind.change(demo.translate_and_draw, inputs, outputs)
+        layer.release(demo.translate_and_draw, inputs, outputs)
+    return app
+
+
+def chromium(headless: bool = True):
+    """Selenium's Chrome driver on Debian's Chromium, with the flags a machine without a screen or a network needs."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1280,1400",
+                 f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}"):  # fmt: skip
+        options.add_argument(flag)
+    if headless:
+        options.add_argument("--headless=new")
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def use_in_browser(url: str, sentence: str, screenshot: str | Path | None = None, timeout: float = 120) -> str:
+    """Open the page in headless Chromium, type `sentence`, press Translate, and wait until the translation and the
+    heatmap are shown; return the translation, and save the page as a PNG when `screenshot` is given."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = chromium()
+    try:
+        driver.get(url)
+        wait = WebDriverWait(driver, timeout)
+        box = wait.until(expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "#source textarea")))
+        box.send_keys(sentence)
+        driver.find_element(By.CSS_SELECTOR, "#translate").click()
+        output = (By.CSS_SELECTOR, "#translation textarea")
+        wait.until(lambda d: d.find_element(*output).get_attribute("value"))
+        wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "#heatmap img")))
+        time.sleep(1)  # let the image finish drawing
+        if screenshot:
+            driver.save_screenshot(str(screenshot))
+        return driver.find_element(*output).get_attribute("value")
+    finally:
+        driver.quit()
+
+
+def examples_for(model, folder: str) -> list[str]:
+    """Example sentences in the model's source language: its generation config's, or its model card's metadata."""
+    language = getattr(model.generation_config, "source_lang", None)
+    card = Path(folder) / "README.md"
+    if language is None and card.is_file():
+        from huggingface_hub import ModelCard
+
+        language = next(iter(ModelCard.load(card).data.language or []), None)
+    return EXAMPLES.get(language, EXAMPLES["en"])
+
+
+def check_port(host: str, port: int):
+    """A port out of range or in use is a UsageError at once, before the model is loaded."""
+    from ..cli import UsageError
+
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port number; pass one in 1..65535, e.g. 7860")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise UsageError(f"--port {port} on {host} cannot be used ({error.strerror}); pass another --port") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..cli import ArgumentParser, UsageError, check_output, command_output, first_line, load_model_folder, run
+
+    def start(argv):
+        parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+        parser.add_argument("--model", default=os.environ.get("MODEL", "."), help="a saved model folder")
+        parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
+        parser.add_argument("--screenshot", help="save a screenshot of the page in use as this PNG file, then exit")
+        parser.add_argument("--trust_remote_code", action="store_true", help="run a folder's own code (not this package's)")
+        args = parser.parse_args(argv)
+        if args.screenshot:
+            check_output(args.screenshot, kind="file", flag="--screenshot", inputs=(args.model,))
+        check_port("127.0.0.1" if args.screenshot else args.host, args.port)
+        model, tokenizer = load_model_folder(args.model, "--model", args.trust_remote_code)
+        try:
+            app = build_app(model, tokenizer, examples_for(model, args.model))
+        except ImportError as error:
+            raise UsageError(first_line(error)) from None
+        if not args.screenshot:
+            app.launch(server_name=args.host, server_port=args.port)
+            return 0
+        _, url, _ = app.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True)
+        try:
+            with command_output(sys.stdout) as output:
+                output.info(use_in_browser(url, examples_for(model, args.model)[0], args.screenshot))
+        finally:
+            app.close()
+        return 0
+
+    return run(start, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""One translator interface for both engines: texts in, translations out, as the pipeline gives them.
+
+    from hf_tiny_transformer.serving.translator import load_translator
+    translator = load_translator("runs/en-ja/hub")                       # transformers
+    translator = load_translator("runs/en-ja/ct2-int8", engine="ctranslate2")
+    translator.translate(["I like cats.", "I like books."], num_beams=4)  # ["...", "..."]
+    translator("I like green tea.")                                       # [{"translation_text": "..."}]
+
+Both engines handle texts the same way (`text_tiny_transformer`): a text longer than the model takes is translated
+sentence by sentence, English output is cased, bad settings are a ValueError. The pieces are translated in batches
+of similar length (the least padding), each allowed `translation_length_limit` new tokens; decoding settings not
+given come from the model's generation config (`tune_decoding.py` chooses them on dev data).
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from ..cli import UsageError, first_line, load_model_folder
+from ..text_tiny_transformer import generation_settings, texts_of, translate_in_pieces
+
+# The longest translation generated for a source of n tokens: LENGTH_RATIO n + LENGTH_OFFSET (fairseq's max_len_a and
+# max_len_b), capped by the positional table.
+LENGTH_RATIO, LENGTH_OFFSET = 2.0, 10
+
+
+def translation_length_limit(source_length: int, max_positions: int) -> int:
+    """How many new tokens a source of `source_length` tokens may get: LENGTH_RATIO x + LENGTH_OFFSET, at most
+    what the model's positional table (`max_positions` rows) holds."""
+    return min(max_positions, math.ceil(LENGTH_RATIO * source_length + LENGTH_OFFSET))
+
+
+def generation_limit(longest_source: int, max_positions: int, max_new_tokens: int | None) -> int:
+    """New tokens a batch whose longest source has `longest_source` tokens may get: translation_length_limit, or
+    `max_new_tokens` when that is lower."""
+    limit = translation_length_limit(longest_source, max_positions)
+    return min(limit, max_new_tokens) if max_new_tokens else limit
+
+
+def in_length_batches(lengths: list[int], batch_size: int, translate_batch: Callable, progress: bool) -> list[str]:
+    """Translations of inputs of the given lengths, in the inputs' order, made in batches of `batch_size` inputs of
+    similar length: `translate_batch(indices)` returns the translations of those inputs. `progress`: a bar over the
+    sentences on a terminal (none when stderr is a file)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    translations = [""] * len(lengths)
+    with tqdm(total=len(lengths), unit=" sentences", desc="translating", disable=None if progress else True, leave=False) as bar:
+        for start in range(0, len(order), batch_size):
+            indices = order[start : start + batch_size]
+            for index, text in zip(indices, translate_batch(indices)):
+                translations[index] = text
+            bar.update(len(indices))
+    return translations
+
+
+class Translator:
+    """Texts -> translations for one model; an engine subclass implements `translate_ids`.
+
+    Attributes:
+        tokenizer: the model's tokenizer; generation_config: its decoding settings (beams, length penalty, and
+        source_lang / target_lang / english_casing when training wrote them); max_positions: the longest input.
+    """
+
+    def __init__(self, tokenizer, generation_config, max_positions: int):
+        self.tokenizer, self.generation_config, self.max_positions = tokenizer, generation_config, max_positions
+
+    def __call__(self, text: str | list[str], **settings) -> list[dict[str, str]]:
+        """TranslationPipeline's shape: one `{"translation_text": ...}` per text."""
+        return [{"translation_text": translation} for translation in self.translate(texts_of(text), **settings)]
+
+    def translate(
+        self,
+        texts: list[str],
+        *,
+        batch_size: int = 32,
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        max_new_tokens: int | None = None,
+        progress: bool = False,
+    ) -> list[str]:
+        """Translate `texts` in their order, whole or sentence by sentence (see the module's docstring)."""
+        settings = generation_settings(num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens)
+        batch_size = generation_settings(batch_size=batch_size)["batch_size"]
+        config = self.generation_config
+
+        def translate_pieces(pieces: list[str]) -> list[list[str]]:
+            encoded = self.tokenizer(pieces, truncation=True, max_length=self.max_positions)["input_ids"]
+            lengths = [len(ids) for ids in encoded]
+            translate_batch = lambda indices: self.translate_ids([encoded[i] for i in indices], **settings)  # noqa: E731
+            return [[text] for text in in_length_batches(lengths, batch_size, translate_batch, progress)]
+
+        results = translate_in_pieces(
+            texts_of(texts),
+            translate_pieces,
+            lambda text: len(self.tokenizer(text)["input_ids"]),
+            self.max_positions,
+            source_lang=getattr(config, "source_lang", None),
+            target_lang=getattr(config, "target_lang", None),
+            casing=getattr(config, "english_casing", None),
+        )
+        return [sequences[0] for sequences in results]
+
+    def translate_ids(
+        self,
+        batch: list[list[int]],
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        max_new_tokens: int | None = None,
+    ) -> list[str]:
+        """The decoded translations of a batch of token id lists."""
+        raise NotImplementedError
+
+    def decoding(self, num_beams: int | None, length_penalty: float | None) -> tuple[int, float]:
+        """Beams and length penalty: the given ones, else the generation config's, else 1 and 1.0."""
+        beams = num_beams or self.generation_config.num_beams or 1
+        penalty = next(v for v in (length_penalty, self.generation_config.length_penalty, 1.0) if v is not None)
+        return beams, penalty
+
+
+class TransformersTranslator(Translator):
+    """A transformers model and its tokenizer."""
+
+    def __init__(self, model, tokenizer):
+        super().__init__(tokenizer, model.generation_config, model.config.max_position_embeddings)
+        self.model = model.eval()
+
+    def translate_ids(self, batch, num_beams=None, length_penalty=None, max_new_tokens=None) -> list[str]:
+        inputs = self.tokenizer.pad({"input_ids": batch}, return_tensors="pt").to(self.model.device)
+        limit = generation_limit(inputs["input_ids"].shape[1], self.max_positions, max_new_tokens)
+        beams, penalty = self.decoding(num_beams, length_penalty)
+        with torch.inference_mode():
+            # an encoder-decoder's output starts with the one start token: max_length = limit + 1, said as
+            # max_length so that it replaces the saved generation config's max_length instead of clashing
+            output = self.model.generate(**inputs, max_length=limit + 1, num_beams=beams, length_penalty=penalty)
+        return self.tokenizer.batch_decode(output, skip_special_tokens=True)
+
+
+def load_translator(folder: str, engine: str = "transformers", device: str = "cpu", trust_remote_code: bool = False,
+                    flag: str = "--model") -> Translator:  # fmt: skip
+    """A translator for `folder`: a saved model (`engine` "transformers") or an export_ctranslate2 folder
+    ("ctranslate2"); a UsageError in one line when it cannot be loaded."""
+    if engine == "ctranslate2":
+        from .ctranslate2 import CTranslate2Translator
+
+        try:
+            return CTranslate2Translator(folder, device=device)
+        except (ImportError, ValueError, OSError, RuntimeError) as error:
+            raise UsageError(f"--engine ctranslate2 {flag} {folder}: {first_line(error)}") from None
+    model, tokenizer = load_model_folder(folder, flag, trust_remote_code)
+    return TransformersTranslator(model.to(device), tokenizer)
+
+
+__all__ = [
+    "Translator",
+    "TransformersTranslator",
+    "load_translator",
+    "translation_length_limit",
+    "generation_limit",
+    "in_length_batches",
+]

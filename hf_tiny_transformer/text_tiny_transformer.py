@@ -1,0 +1,279 @@
+"""Text around the model: what every front door (the pipeline, both engines' translators, the scripts, the demo
+page) does with the texts it is given, so that they all behave the same.
+
+- Texts are checked (a string or a list of strings) and so are the generation settings (`generation_settings`).
+- A text is translated line by line; a line longer than the model takes is cut into sentences, and a sentence too
+  long on its own into pieces (`segments`); the translations are put back in order (`join`):
+
+      translations = translate_in_pieces(texts, translate_pieces, count_tokens, max_tokens=64, ...)
+
+- English output gets sentence-initial capitals and the pronoun I (`english_casing`): the models are trained on
+  lowercased text. The model's generation config can switch it off (`english_casing: false`).
+
+Sentence boundaries come from `sentencex` (Wikimedia's rule-based segmenter, English and Japanese among ~300
+languages), with one fix for Japanese quotes: a sentence never ends inside 「」『』（）【】〈〉《》, nor at a closing
+bracket that the sentence goes on after (「行きます。」と言った。 is one sentence).
+"""
+
+import logging
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+logger = logging.getLogger(__name__)
+
+_OPENING, _CLOSING = "「『（【〈《", "」』）】〉》"
+# Where a too-long sentence is best cut: after a clause mark (a half-width one only before a space, so 1,000 stays
+# whole), else after a space.
+_CLAUSE_BREAK = re.compile(r"[,;]\s+|[，、；：。！？]\s*")
+_SPACE_BREAK = re.compile(r"\s+")
+_UNSPACED_LANGUAGES = {"ja", "zh"}  # written without spaces between sentences
+# A sentence start: the start of a line, or . ! ? (and closing quotes) then whitespace; then opening quotes, a letter.
+_SENTENCE_START = re.compile(r"""(?:^|([.!?])["'”’)\]]*\s+)[\s"'“‘(\[]*([^\W\d_])""", re.MULTILINE)
+_NOT_SENTENCE_ENDS = {"e.g.", "i.e.", "mr.", "mrs.", "ms.", "dr.", "vs.", "a.m.", "p.m."}
+# The pronoun I as a word ("i", "i'm", "i’d"), but not the i of "i.e." or "i-th".
+_PRONOUN_I = re.compile(r"\bi\b(?![.\-]\w)")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One piece of the source to translate on its own.
+
+    Attributes:
+        text: the piece, without surrounding whitespace.
+        line_breaks: line breaks between the previous segment and this one (0: same line; 2: after a blank line).
+    """
+
+    text: str
+    line_breaks: int = 0
+
+
+def sentences(text: str, lang: str) -> list[str]:
+    """Split `text` into sentences; each keeps its trailing whitespace, so `"".join(sentences(text, lang)) == text`."""
+    try:  # imported here: a saved model's remote code needs sentencex only to translate texts longer than it takes
+        import sentencex
+    except ImportError as error:
+        raise ImportError("Translating a text longer than the model takes needs sentencex: pip install sentencex") from error
+    merged: list[str] = []
+    for piece in sentencex.segment(lang, text):
+        if merged and (_bracket_depth(merged[-1]) > 0 or _continues_after_bracket(merged[-1], piece)):
+            merged[-1] += piece
+        else:
+            merged.append(piece)
+    return merged
+
+
+def _bracket_depth(text: str) -> int:
+    """Japanese brackets opened in `text` and not closed yet."""
+    return sum(char in _OPENING for char in text) - sum(char in _CLOSING for char in text)
+
+
+def _continues_after_bracket(previous: str, piece: str) -> bool:
+    """True when `previous` ends at a closing bracket and `piece` goes straight on (「行きます。」|と言った。)."""
+    return previous[-1] in _CLOSING and not piece[0].isspace() and piece[0] not in _OPENING
+
+
+def hard_split(sentence: str, count_tokens: Callable[[str], int], max_tokens: int) -> list[str]:
+    """Cut one sentence into consecutive pieces of at most `max_tokens` tokens each; `"".join` gives it back.
+
+    A cut goes after the last clause mark (、, ；, a comma before a space...) if it is in the second half of what
+    fits, else after the last clause mark or space, and only as a last resort between characters. A single
+    character over the limit becomes a piece of its own.
+
+    Args:
+        sentence: the text to cut.
+        count_tokens: the number of tokens of a text, as the model will see it.
+        max_tokens: the most tokens a piece may have (at least 1).
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens is {max_tokens}; pass a positive number of tokens")
+    pieces, rest = [], sentence
+    while rest and count_tokens(rest) > max_tokens:
+        fitting = _longest_fitting_prefix(rest, count_tokens, max_tokens)
+        cut = _best_cut(rest[:fitting]) if fitting else 1
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    return pieces + [rest] if rest else pieces
+
+
+def _longest_fitting_prefix(text: str, count_tokens: Callable[[str], int], max_tokens: int) -> int:
+    """The length of the longest prefix of `text` with at most `max_tokens` tokens (binary search)."""
+    low, high = 0, len(text)  # text[:low] fits, text[:high + 1] does not (or is past the end)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count_tokens(text[:middle]) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _best_cut(prefix: str) -> int:
+    """Where to end a piece within `prefix` (see `hard_split`); `len(prefix)` when there is no better place."""
+    clause = max((match.end() for match in _CLAUSE_BREAK.finditer(prefix)), default=0)
+    space = max((match.end() for match in _SPACE_BREAK.finditer(prefix)), default=0)
+    if clause > len(prefix) // 2:
+        return clause
+    return max(clause, space) or len(prefix)
+
+
+def segments(text: str, lang: str, count_tokens: Callable[[str], int], max_tokens: int) -> list[Segment]:
+    """The pieces of `text` to translate: each line whole if it fits, else its sentences, cut further if needed.
+
+    Lines keep their place (`Segment.line_breaks`); blank lines at the start and end, and whitespace around each
+    line, are dropped. Empty or whitespace-only text gives no segments.
+
+    Args:
+        text: the source text, one paragraph per line.
+        lang: its language code ("en", "ja"...), for the sentence splitter.
+        count_tokens: the number of tokens of a text, as the model will see it.
+        max_tokens: the most tokens the model takes in one piece.
+    """
+    result: list[Segment] = []
+    line_breaks = 0
+    for line in text.splitlines():
+        for piece in _line_pieces(line.strip(), lang, count_tokens, max_tokens):
+            result.append(Segment(piece, line_breaks if result else 0))
+            line_breaks = 0
+        line_breaks += 1
+    return result
+
+
+def _line_pieces(line: str, lang: str, count_tokens: Callable[[str], int], max_tokens: int) -> list[str]:
+    """The pieces of one stripped line, stripped, none empty."""
+    if not line:
+        return []
+    if count_tokens(line) <= max_tokens:
+        return [line]
+    pieces = [piece for sentence in sentences(line, lang) for piece in hard_split(sentence, count_tokens, max_tokens)]
+    logger.debug("split a line of %d characters into %d pieces", len(line), len(pieces))
+    return [piece.strip() for piece in pieces if piece.strip()]
+
+
+def join(translations: list[str], segments: list[Segment], target_lang: str) -> str:
+    """Put the translations of `segments` back together: pieces of one line joined by a space (by nothing for
+    Japanese and Chinese), lines by the source's line breaks (written as "\\n").
+
+    Args:
+        translations: one translation per segment, in order.
+        segments: what `segments()` returned for the source.
+        target_lang: the language of the translations ("en", "ja", "zh-Hans"...).
+    """
+    if len(translations) != len(segments):
+        raise ValueError(f"{len(translations)} translations for {len(segments)} segments; translate every segment once")
+    space = "" if target_lang.split("-")[0].lower() in _UNSPACED_LANGUAGES else " "
+    parts: list[str] = []
+    for translation, segment in zip(translations, segments):
+        if parts:
+            parts.append("\n" * segment.line_breaks if segment.line_breaks else space)
+        parts.append(translation.strip())
+    return "".join(parts)
+
+
+def english_casing(text: str) -> str:
+    """Capitalize lowercased English: the first letter of each sentence and of each line, and the pronoun I.
+
+    Nothing is lowercased. A sentence ends at . ! ? (and closing quotes) before whitespace, but not at an ellipsis
+    ("wait... what") nor at "e.g.", "i.e.", "mr.", "dr.", "p.m." and the like.
+    """
+    return _PRONOUN_I.sub("I", _SENTENCE_START.sub(_capitalize_sentence_start, text))
+
+
+def _capitalize_sentence_start(match: re.Match) -> str:
+    """The matched sentence start with its letter uppercased, unless the word before it does not end a sentence."""
+    if match.group(1) is not None:
+        word = match.string[: match.end(1)].rsplit(None, 1)[-1].lstrip("\"'“‘([").lower()
+        if word in _NOT_SENTENCE_ENDS or word.endswith(".."):
+            return match.group(0)
+    start = match.start(2) - match.start(0)
+    return match.group(0)[:start] + match.group(2).upper()
+
+
+# Kana, kanji and half-width katakana: a text with any of them is taken for Japanese when no language is given.
+_JAPANESE_SCRIPT = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uff66-\uff9f]")
+
+
+def guess_language(text: str) -> str:
+    """ "ja" for a text in Japanese script, "en" otherwise: what the model's languages are when it does not say."""
+    return "ja" if _JAPANESE_SCRIPT.search(text) else "en"
+
+
+def texts_of(text) -> list[str]:
+    """A text or a list of texts as a list; a TypeError naming what was given otherwise."""
+    texts = [text] if isinstance(text, str) else text
+    if not isinstance(texts, (list, tuple)) or not all(isinstance(item, str) for item in texts):
+        raise TypeError(f"text must be a string or a list of strings, got {type(text).__name__}: {text!r:.80}")
+    return list(texts)
+
+
+def generation_settings(**settings) -> dict:
+    """The given decoding settings (None = not given) checked: a ValueError naming the setting otherwise.
+    num_beams, max_new_tokens and batch_size are whole numbers of at least 1; length_penalty a finite number."""
+    checked = {}
+    for name, value in settings.items():
+        if value is None:
+            continue
+        if name in ("num_beams", "max_new_tokens", "batch_size"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or value != int(value):
+                raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+            value = int(value)
+        elif name == "length_penalty" and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+        ):
+            raise ValueError(f"length_penalty must be a finite number, got {value!r}")
+        checked[name] = value
+    return checked
+
+
+def translate_in_pieces(
+    texts: list[str],
+    translate_pieces: Callable[[list[str]], Sequence[Sequence[str]]],
+    count_tokens: Callable[[str], int],
+    max_tokens: int,
+    *,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+    casing: bool | None = None,
+) -> list[list[str]]:
+    """Translate `texts` whole where they fit, in pieces where not; one list of translations per text.
+
+    Args:
+        texts: the source texts; empty ones give "".
+        translate_pieces: translates a list of pieces at once, giving one list of sequences per piece (one
+            sequence, or several with num_return_sequences); sequence k of a text is made of each piece's k-th.
+        count_tokens: tokens of a text as the model sees it (special tokens included).
+        max_tokens: the most tokens the model takes (its max_position_embeddings).
+        source_lang, target_lang: language codes; guessed from the script when None.
+        casing: English casing of the output; None: when the target language is English.
+    """
+    plans = [segments(text, source_lang or guess_language(text), count_tokens, max_tokens) for text in texts]
+    split = sum(len(plan) > len(text.strip().splitlines()) for plan, text in zip(plans, texts))
+    if split:
+        logger.warning(
+            "%d of %d texts are longer than the model takes at once (%d tokens): translated sentence by sentence",
+            split, len(texts), max_tokens,
+        )  # fmt: skip
+    results = iter(translate_pieces([segment.text for plan in plans for segment in plan]) if any(plans) else [])
+    translations = []
+    for plan in plans:
+        per_piece = [list(next(results)) for _ in plan]  # each piece's sequences
+        count = max((len(sequences) for sequences in per_piece), default=1)
+        translations.append(
+            [put_together([s[min(k, len(s) - 1)] for s in per_piece], plan, target_lang, casing) for k in range(count)]
+        )
+    return translations
+
+
+def put_together(translations: list[str], plan: list[Segment], target_lang: str | None, casing: bool | None) -> str:
+    """One text's translated pieces joined (`join`) and cased (`cased`)."""
+    target_lang = target_lang or guess_language("".join(translations))
+    return cased(join(translations, plan, target_lang), target_lang, casing)
+
+
+def cased(text: str, target_lang: str, casing: bool | None) -> str:
+    """`english_casing(text)` when `casing` is True, or when it is None and `target_lang` is English."""
+    if casing is None:
+        casing = target_lang == "en"
+    return english_casing(text) if casing else text

@@ -1,0 +1,97 @@
+"""Training to a time budget: the run measures its own speed, then fixes its number of steps to fill the budget.
+
+    TimeBudget(deadline=start + 30 * 60, reserve_s=30, save_steps=100)   # a TrainerCallback
+
+Machines differ by 2x even in float32, so a fixed step count wastes a fast machine's budget or overruns a slow
+one's. As in the "cramming" line of work (a fixed compute budget, the schedule in fractions of it), the callback
+times the steps of the first `probe` share of the budget (at least `min_steps` steps, the first `skip` left out as
+warm-up), then fixes `max_steps` to what the rest of the budget holds, rounded down to whole checkpoint intervals,
+and rebuilds the learning-rate schedule for that many steps. The number is logged and recorded by train.py: the same
+run is repeated exactly with `--max_steps N`, since the measuring steps lie inside the warm-up, which does not
+depend on the number of steps.
+"""
+
+import logging
+import math
+import time
+
+import torch
+from transformers import TrainerCallback
+from transformers.optimization import get_scheduler
+
+logger = logging.getLogger(__name__)
+
+
+class TimeBudget(TrainerCallback):
+    """Stops training at the step that ends the run by `deadline` (a time.monotonic() value).
+
+    Args:
+        deadline: when the run must be done, the model saved.
+        reserve_s: seconds kept for what follows training (averaging, saving).
+        save_steps: checkpoint interval: the step count is a multiple of it (whole intervals for averaging).
+        min_checkpoints: at least this many intervals (the checkpoints to average).
+        probe: share of the time left at the start spent measuring.
+    """
+
+    def __init__(self, deadline: float, reserve_s: float, save_steps: int | None = None, min_checkpoints: int = 1,
+                 probe: float = 0.05, min_steps: int = 20, skip: int = 3):  # fmt: skip
+        self.deadline, self.reserve_s, self.save_steps = deadline, reserve_s, save_steps
+        self.min_checkpoints, self.probe, self.min_steps, self.skip = min_checkpoints, probe, min_steps, skip
+        self.max_steps: int | None = None
+        self.seconds_per_step: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.begin = time.monotonic()
+        self.probe_s = self.probe * (self.deadline - self.begin)
+        self.first_step = state.global_step
+
+    def on_step_end(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        if state.global_step == self.first_step + self.skip:
+            self.measure_from = time.monotonic()
+        measured = state.global_step - self.first_step - self.skip
+        if self.max_steps is None and measured >= self.min_steps and time.monotonic() - self.begin >= self.probe_s:
+            self.fix_steps(args, state, measured, optimizer, lr_scheduler, kwargs.get("train_dataloader"))
+        if self.max_steps is not None and state.global_step >= self.max_steps:
+            control.should_training_stop = True
+
+    def fix_steps(self, args, state, measured: int, optimizer, lr_scheduler, train_dataloader):
+        """max_steps from the speed measured so far; the schedule rebuilt for it."""
+        now = time.monotonic()
+        self.seconds_per_step = (now - self.measure_from) / measured
+        steps = state.global_step + int((self.deadline - now - self.reserve_s) / self.seconds_per_step)
+        interval = self.save_steps or 1
+        self.max_steps = max(steps // interval, self.min_checkpoints) * interval
+        if self.max_steps <= state.global_step:
+            self.max_steps = state.global_step + interval  # already late: end at the next whole interval
+        state.max_steps = self.max_steps
+        logger.warning(
+            "time budget: %.2f s a step over %d steps, so %d steps end the run by its deadline (repeat it with "
+            "--max_steps %d)", self.seconds_per_step, measured, self.max_steps, self.max_steps,
+        )  # fmt: skip
+        if optimizer is not None and lr_scheduler is not None:
+            reschedule(args, optimizer, lr_scheduler, self.max_steps)
+
+
+def reschedule(args, optimizer, lr_scheduler, num_training_steps: int):
+    """Give Trainer's LambdaLR scheduler the step functions of its schedule for `num_training_steps` steps, and set
+    the learning rates of the current step accordingly (a new scheduler made on the optimizer would reset them)."""
+    scratch = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    schedule = get_scheduler(
+        args.lr_scheduler_type,
+        scratch,
+        num_warmup_steps=args.get_warmup_steps(num_training_steps),
+        num_training_steps=num_training_steps,
+        scheduler_specific_kwargs=args.lr_scheduler_kwargs,
+    )
+    lr_scheduler.lr_lambdas = schedule.lr_lambdas
+    for group, base, factor in zip(optimizer.param_groups, lr_scheduler.base_lrs, lr_scheduler.lr_lambdas):
+        group["lr"] = base * factor(lr_scheduler.last_epoch)
+
+
+def provisional_max_steps(budget_s: float) -> int:
+    """The step count Trainer starts with under a budget, before the run has measured itself: more than any machine
+    runs in the budget (100 steps a second), so that only the budget ends the run."""
+    return max(math.ceil(budget_s * 100), 1)
+
+
+__all__ = ["TimeBudget", "reschedule", "provisional_max_steps"]

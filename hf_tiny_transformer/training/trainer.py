@@ -1,0 +1,100 @@
+"""Seq2SeqTrainer with the paper's recipe, and the progress line written where no bar is drawn.
+
+    trainer = TranslationTrainer(model=model, args=training_args, train_dataset=..., data_collator=...)
+
+- Batches by tokens (`--batch_tokens`): `TokenBatchSampler`, through accelerate's prepare() as Trainer's own
+  DataLoader, which shards the batches under torchrun.
+- Label smoothing (`--label_smoothing_factor`, the paper's 0.1) by the fused loss of `training.loss`, handed to
+  Trainer as its `compute_loss_func`: the model itself, saved or loaded, always computes plain cross-entropy.
+"""
+
+import logging
+import sys
+import time
+
+import datasets
+from torch.utils.data import DataLoader
+from transformers import Seq2SeqTrainer, TrainerCallback
+
+from ..data.batching import TokenBatchSampler
+from .loss import label_smoothed_cross_entropy
+
+logger = logging.getLogger(__name__)
+
+
+class LabelSmoothing:
+    """Trainer's `compute_loss_func`: the label-smoothed loss of a step from the model's logits."""
+
+    def __init__(self, epsilon: float):
+        self.epsilon = epsilon
+
+    def __call__(self, outputs, labels, num_items_in_batch=None):
+        return label_smoothed_cross_entropy(outputs.logits, labels, self.epsilon, num_items_in_batch)
+
+
+class TranslationTrainer(Seq2SeqTrainer):
+    """Seq2SeqTrainer with batches by tokens and label smoothing applied by the training run (see the module)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.args.label_smoothing_factor and self.compute_loss_func is None:
+            self.compute_loss_func = LabelSmoothing(self.args.label_smoothing_factor)
+
+    def get_train_dataloader(self) -> DataLoader:
+        if not getattr(self.args, "batch_tokens", None):
+            return super().get_train_dataloader()
+        dataset = self.train_dataset
+        sampler = TokenBatchSampler(
+            [len(ids) for ids in dataset["input_ids"]],
+            [len(ids) for ids in dataset["labels"]],
+            self.args.batch_tokens,
+            seed=self.args.seed,
+        )
+        loader = DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=self.data_collator,
+            num_workers=self.args.dataloader_num_workers,
+            pin_memory=self.args.dataloader_pin_memory,
+        )
+        return self.accelerator.prepare(loader)
+
+
+class ProgressLog(TrainerCallback):
+    """Where no progress bar is drawn (output to a file, CI): at every logging step, one line with the step, the
+    time elapsed and an estimate of the time left: `step 800/2200 (36%), 9:37 elapsed, about 16:51 left, loss 3.4`."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start, self.first_step = time.monotonic(), state.global_step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        done, elapsed = state.global_step - self.first_step, time.monotonic() - self.start
+        if done <= 0 or not state.max_steps:
+            return
+        left = elapsed / done * (state.max_steps - state.global_step)
+        loss = f", loss {logs['loss']:.4g}" if logs and "loss" in logs else ""
+        percent = 100 * state.global_step // state.max_steps
+        logger.info(
+            "step %d/%d (%d%%), %s elapsed, about %s left%s",
+            state.global_step, state.max_steps, percent, clock(elapsed), clock(left), loss,
+        )  # fmt: skip
+
+
+def clock(seconds: float) -> str:
+    """1:02:03 or 2:03."""
+    minutes, seconds = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+
+
+def progress_callbacks(training_args) -> list[TrainerCallback]:
+    """Trainer's progress bar (elapsed time and ETA) at a terminal; elsewhere (a log file, CI) no bars, whose
+    carriage returns would fill the file, but a ProgressLog line at every logging step."""
+    if sys.stderr.isatty():
+        return []
+    training_args.disable_tqdm = True
+    datasets.disable_progress_bars()
+    return [ProgressLog()]
+
+
+__all__ = ["TranslationTrainer", "LabelSmoothing", "ProgressLog", "progress_callbacks"]

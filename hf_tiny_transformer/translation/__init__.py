@@ -1,1 +1,0 @@
-"""Translation front doors and the text handling around the model."""

@@ -1,0 +1,80 @@
+"""Average the weights of checkpoints into one model folder: the paper's checkpoint averaging (section 6.1).
+
+    python scripts/average_checkpoints.py --run_dir runs/en-ja --last 5 --output_dir runs/en-ja/averaged
+    python scripts/average_checkpoints.py --checkpoints runs/x/checkpoint-800 runs/x/checkpoint-1000 --output_dir out
+
+The output folder gets the newest checkpoint's config, generation config, tokenizer and code, and the mean of the
+checkpoints' weights, written all or nothing. It may not be one of the checkpoints or lie inside one, and an
+existing model there is replaced only with --overwrite. `train.py --average_checkpoints N` does the same at the end
+of a run and makes the average the run's final model.
+"""
+
+import sys
+from pathlib import Path
+
+from hf_tiny_transformer.cli import (
+    ArgumentParser,
+    UsageError,
+    at_least,
+    check_output,
+    first_line,
+    load_model_folder,
+    run,
+    trust_remote_code_argument,
+)
+from hf_tiny_transformer.saving_tiny_transformer import staged_folder
+from hf_tiny_transformer.training.checkpoints import average_checkpoints, last_checkpoints
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run_dir", help="a training output folder holding checkpoint-N folders")
+    parser.add_argument("--last", type=int, default=5, help="with --run_dir: how many of the newest checkpoints")
+    parser.add_argument("--checkpoints", nargs="+", help="instead: the checkpoint folders to average")
+    parser.add_argument("--output_dir", required=True, help="the folder for the averaged model")
+    parser.add_argument("--overwrite", action="store_true", help="replace a model already in --output_dir")
+    trust_remote_code_argument(parser)
+    args = parser.parse_args(argv)
+    if bool(args.run_dir) == bool(args.checkpoints):
+        raise UsageError("pass --run_dir (with --last) or --checkpoints, one of them")
+    at_least("--last", args.last, 2)
+    args.folders = checkpoint_folders(args)
+    check_output(args.output_dir, kind="folder", flag="--output_dir", inputs=args.folders, overwrite=args.overwrite)
+    return args
+
+
+def checkpoint_folders(args) -> list[Path]:
+    if args.checkpoints:
+        folders = [Path(folder) for folder in args.checkpoints]
+        for folder in folders:
+            if not (folder / "model.safetensors").is_file():
+                raise UsageError(f"--checkpoints: {folder} holds no model.safetensors")
+        return folders
+    if not Path(args.run_dir).is_dir():
+        raise UsageError(f"--run_dir {args.run_dir} is not a folder")
+    try:
+        return last_checkpoints(args.run_dir, args.last)
+    except ValueError as error:
+        raise UsageError(f"--run_dir {args.run_dir}: {first_line(error)}") from None
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    newest = str(args.folders[-1])
+    model, tokenizer = load_model_folder(newest, "--checkpoints", args.trust_remote_code)
+    try:
+        weights = average_checkpoints(args.folders)
+    except ValueError as error:
+        raise UsageError(first_line(error)) from None
+    unexpected = model.load_state_dict(weights, strict=False).unexpected_keys
+    if unexpected:
+        raise UsageError(f"the checkpoints hold weights the model of {newest} does not have: {unexpected[:3]}")
+    with staged_folder(args.output_dir) as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+    print(f"averaged {', '.join(folder.name for folder in args.folders)} into {args.output_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))

@@ -1,0 +1,122 @@
+"""Translate a file with a saved model, write the translations, and score them against references.
+
+    python scripts/evaluate_model.py --model runs/en-ja/hub --source_file test.en --reference_file test.ja \\
+        --target_lang ja --output_file runs/en-ja/test.hyp.ja --num_beams 4 --batch_size 32
+    python scripts/evaluate_model.py --model runs/en-ja/hub --corpus_dir ../shared/data/small_parallel_enja \\
+        --split test --source_lang en --target_lang ja
+
+Prints BLEU (sacrebleu, with the target language's standard tokenization: ja-mecab for Japanese, 13a otherwise)
+with its 95 % bootstrap confidence interval, chrF and the exact-match rate, comparing lowercased text when the
+model's tokenizer lowercases (its references may be lowercase while the translations people see are cased);
+--show N prints N examples; --min_exact_match P exits with 1 when the exact-match rate is below P percent;
+--update_model_card writes the scores into the model card's metrics block. Every argument and file is checked
+before the model is loaded: a problem is one line on stderr and exit code 2. --output_file is written whole or not
+at all.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from hf_tiny_transformer import read_parallel
+from hf_tiny_transformer.cli import ArgumentParser, UsageError, check_output, engine_arguments, first_line, run
+from hf_tiny_transformer.data.files import read_aligned
+from hf_tiny_transformer.data.tokenizer import lowercases
+from hf_tiny_transformer.evaluation import bleu_tokenization, scores
+from hf_tiny_transformer.hub import with_evaluation
+from hf_tiny_transformer.saving_tiny_transformer import write_atomically
+from hf_tiny_transformer.serving.translator import load_translator
+from hf_tiny_transformer.text_tiny_transformer import generation_settings
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="saved model folder (e.g. runs/en-ja/hub) or Hub id")
+    parser.add_argument("--source_file", help="one source sentence (or paragraph) per line")
+    parser.add_argument("--reference_file", help="one reference translation per line")
+    parser.add_argument("--corpus_dir", help="instead of files: a small_parallel_enja-style folder, as natural text")
+    parser.add_argument("--split", default="test", choices=["train", "dev", "test"], help="with --corpus_dir")
+    parser.add_argument("--source_lang", default="en")
+    parser.add_argument("--target_lang", default="ja")
+    parser.add_argument("--output_file", help="where to write the translations, one per line")
+    parser.add_argument("--num_beams", type=int, help="beam size; default: the model's generation config")
+    parser.add_argument("--length_penalty", type=float, help="beam search's length penalty; default: the generation config")
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--max_new_tokens", type=int, help="longest translation in tokens; default: twice the source's, plus 10")
+    parser.add_argument("--update_model_card", action="store_true", help="write the scores into the model folder's README.md")
+    parser.add_argument("--show", type=int, default=0, help="print this many examples")
+    parser.add_argument("--min_exact_match", type=float, help="fail when exact match (percent) is below this")
+    engine_arguments(parser)
+    args = parser.parse_args(argv)
+    if not args.corpus_dir and not (args.source_file and args.reference_file):
+        raise UsageError("pass --source_file and --reference_file, or --corpus_dir")
+    try:
+        args.settings = generation_settings(num_beams=args.num_beams, length_penalty=args.length_penalty,
+                                            max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)  # fmt: skip
+    except ValueError as error:
+        raise UsageError(f"--{first_line(error)}") from None
+    if args.show < 0 or (args.min_exact_match is not None and not 0 <= args.min_exact_match <= 100):
+        raise UsageError("--show is a count (0 or more) and --min_exact_match a percentage in [0, 100]")
+    if args.output_file:
+        check_output(args.output_file, kind="file", flag="--output_file", inputs=(args.source_file, args.reference_file, args.model, args.corpus_dir))
+    if args.update_model_card and not Path(args.model, "README.md").is_file():
+        raise UsageError(f"--update_model_card: {args.model} has no README.md model card")
+    if args.update_model_card:
+        check_output(Path(args.model, "README.md"), kind="file", flag="--update_model_card")
+    return args
+
+
+def read_sources_and_references(args) -> tuple[list[str], list[str]]:
+    if args.corpus_dir:
+        try:
+            return read_parallel(args.corpus_dir, args.split, args.source_lang, args.target_lang)
+        except (OSError, ValueError) as error:
+            raise UsageError(f"--corpus_dir {args.corpus_dir}: {first_line(error)}") from None
+    return read_aligned(args.source_file, args.reference_file, ("--source_file", "--reference_file"))
+
+
+def record_in_model_card(args, translator, result: dict):
+    """The model card's metrics block gets the scores, with how they were measured; the rest of the card stays."""
+    card_file = Path(args.model) / "README.md"
+    data = f"`{Path(args.corpus_dir).name}` {args.split} split" if args.corpus_dir else f"`{Path(args.source_file).name}`"
+    beams, penalty = translator.decoding(args.num_beams, args.length_penalty)
+    how = (
+        f"{result['sentences']} sentences of {data}, beam search with {beams} beams and length penalty {penalty}, "
+        f"sacrebleu BLEU ({bleu_tokenization(args.target_lang)} tokenization{', lowercased' if result['lowercase'] else ''}) "
+        f"with its 95 % bootstrap confidence interval, and chrF"
+    )
+    metrics = {key: result[key] for key in ("bleu", "bleu_ci", "chrf", "exact_match")}
+    write_atomically(card_file, with_evaluation(card_file.read_text(encoding="utf-8"), metrics, how))
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    sources, references = read_sources_and_references(args)
+    translator = load_translator(args.model, args.engine, args.device, args.trust_remote_code)
+    start = time.perf_counter()
+    hypotheses = translator.translate(sources, **args.settings, progress=True)
+    seconds = time.perf_counter() - start
+    if args.output_file:
+        write_atomically(args.output_file, "\n".join(hypotheses) + "\n")
+
+    tokenizer = translator.tokenizer
+    lowercase = lowercases(tokenizer)
+    normalize = tokenizer.backend_tokenizer.normalizer.normalize_str  # compare as the tokenizer sees text
+    fold = (lambda text: normalize(text).lower()) if lowercase else normalize
+    result = {**scores(hypotheses, references, args.target_lang, lowercase=lowercase, normalize=normalize),
+              "lowercase": lowercase, "sentences_per_s": len(sources) / seconds}  # fmt: skip
+    for source, hypothesis, reference in list(zip(sources, hypotheses, references))[: args.show]:
+        mark = "=" if fold(hypothesis) == fold(reference) else "x"
+        print(f"{mark} {source}\n    -> {hypothesis}\n       {reference}")
+    print(json.dumps({key: round(value, 2) if isinstance(value, float) else value for key, value in result.items()}))
+    if args.update_model_card:
+        record_in_model_card(args, translator, result)
+    if args.min_exact_match is not None and result["exact_match"] < args.min_exact_match:
+        print(f"evaluate_model.py: exact match {result['exact_match']:.1f}% is below {args.min_exact_match}%", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))

@@ -1,0 +1,66 @@
+"""Translate texts with a saved model: the ones given as arguments, or every line of standard input.
+
+    python scripts/translate.py --model runs/demo/hub "I like green tea." "My sister reads books."
+    cat document.en | python scripts/translate.py --model runs/en-ja/hub > document.ja
+    python scripts/translate.py --engine ctranslate2 --model runs/en-ja/ct2-int8 --num_beams 4
+
+Prints one translation per text (per line of standard input), in order. A text longer than the model takes at once
+is translated sentence by sentence and put back together (a line on stderr says so); a blank line gives a blank
+line. From standard input, lines are translated as they come: one at a time when a person types them, in batches of
+--batch_size from a file or a pipe, so that a file of any size is translated in constant memory.
+"""
+
+import itertools
+import os
+import sys
+
+from hf_tiny_transformer.cli import ArgumentParser, UsageError, engine_arguments, first_line, run
+from hf_tiny_transformer.serving.translator import load_translator
+from hf_tiny_transformer.text_tiny_transformer import generation_settings
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("text", nargs="*", help="texts to translate; none: read lines from standard input")
+    parser.add_argument("--model", required=True, help="a saved model folder (or, with --engine ctranslate2, an export)")
+    parser.add_argument("--num_beams", type=int, help="beam size; default: the model's generation config")
+    parser.add_argument("--length_penalty", type=float, help="beam search's length penalty; default: the generation config")
+    parser.add_argument("--max_new_tokens", type=int, help="longest translation of a piece; default: twice the source, plus 10")
+    parser.add_argument("--batch_size", type=int, default=32, help="lines translated together from a file or pipe")
+    engine_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        args.settings = generation_settings(num_beams=args.num_beams, length_penalty=args.length_penalty,
+                                            max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)  # fmt: skip
+    except ValueError as error:
+        raise UsageError(f"--{first_line(error)}") from None
+    return args
+
+
+def batches(lines, size: int):
+    """Lists of up to `size` lines, without their line ends, as they come."""
+    lines = (line.rstrip("\r\n") for line in lines)
+    while batch := list(itertools.islice(lines, size)):
+        yield batch
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    interactive = not args.text and sys.stdin.isatty()
+    translator = load_translator(args.model, args.engine, args.device, args.trust_remote_code)
+    if interactive:
+        print("Type a text and press Enter (Ctrl-D to stop):", file=sys.stderr)
+    try:
+        for batch in batches(args.text or sys.stdin, 1 if interactive else args.settings["batch_size"]):
+            print("\n".join(translator.translate(batch, **args.settings)), flush=True)
+    except UnicodeDecodeError:
+        raise UsageError("standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8") from None
+    except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))
