@@ -17,13 +17,17 @@ import torch
 
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
 
-# What save_pretrained writes for a model: config, generation config, safetensors weights, and the code files.
+# What save_pretrained writes for a model: config, generation config, safetensors weights, and the code files (the
+# remote code: the ones the modeling and configuration files import, transitively).
 MODEL_FOLDER_FILES = {
     "config.json",
     "generation_config.json",
     "model.safetensors",
     "configuration_tiny_transformer.py",
     "modeling_tiny_transformer.py",
+    "pipeline_tiny_transformer.py",
+    "text_tiny_transformer.py",
+    "saving_tiny_transformer.py",
 }
 
 TINY = dict(
@@ -122,9 +126,6 @@ def run_without_package(script: str, *args: str, cwd) -> str:
 
 
 ROOT = Path(__file__).resolve().parents[1]
-# training/train.py restarts itself with glibc's allocator settings unless GLIBC_TUNABLES is set: the scripts run
-# by the tests get it set already, so that none of them spends seconds starting twice.
-os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=4294967296")
 
 
 @dataclass
@@ -135,12 +136,12 @@ class ScriptResult:
 
 
 def run_script(name: str, *args: str, cwd=None, timeout: float = 120) -> ScriptResult:
-    """Run training/{name} as `python training/{name} args...` would, in a child process forked from this one.
+    """Run scripts/{name} as `python scripts/{name} args...` would, in a child process forked from this one.
 
     The child has torch and transformers imported already (a fresh interpreter spends about 8 s importing them on
     this project's machine); it runs the script as __main__ and exits with its exit status, its output captured.
-    Meant for runs that end before any real work (bad arguments); the child computes on one thread, since OpenMP
-    thread pools do not survive fork, and is killed when it runs longer than `timeout` seconds.
+    Meant for short runs (bad arguments, a few training steps of a tiny model); the child computes on one thread,
+    since OpenMP thread pools do not survive fork, and is killed when it runs longer than `timeout` seconds.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
@@ -152,7 +153,7 @@ def run_script(name: str, *args: str, cwd=None, timeout: float = 120) -> ScriptR
                 os.dup2(err.fileno(), 2)
                 sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
                 os.chdir(cwd or ROOT)
-                sys.argv = [str(ROOT / "training" / name), *args]
+                sys.argv = [str(ROOT / "scripts" / name), *args]
                 runpy.run_path(sys.argv[0], run_name="__main__")
                 code = 0
             except SystemExit as exit_:
@@ -195,7 +196,7 @@ def assert_one_line_error(result: ScriptResult, *fragments: str, code: int = 2):
 @pytest.fixture(scope="session")
 def demo_files(tmp_path_factory):
     """The demo corpus as parallel text files: train (all), a 40-pair validation split, and test."""
-    from hf_tiny_transformer.demo_corpus import make_demo_corpus
+    from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 
     folder = tmp_path_factory.mktemp("demo_data")
     corpus = make_demo_corpus(seed=0)
@@ -208,20 +209,18 @@ def demo_files(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def trained_demo_model(demo_files, tmp_path_factory):
-    """The hub folder of a model trained by training/train.py on the demo corpus: a smaller `make demo`
+    """The hub folder of a model trained by scripts/train.py on the demo corpus: a smaller `make demo`
     (d_model 64, 2+2 layers, 350 steps of 64 pairs, about half a minute), shared by the tests that need a model
     that has really learned something."""
-    sys.path.insert(0, str(ROOT / "training"))
-    import train
-
     out = tmp_path_factory.mktemp("trained_demo")
     arguments = [
-        "--preset", "tiny", "--vocab_size", "600",
+        "--shape", "tiny", "--vocab_size", "600",
         "--config_overrides", "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,decoder_layers=2,max_position_embeddings=64",
         "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
         "--output_dir", str(out), "--per_device_train_batch_size", "64", "--max_steps", "350", "--warmup_steps", "100",
         "--learning_rate", "0.003", "--save_strategy", "no", "--use_cpu", "true", "--disable_tqdm", "true",
         "--report_to", "none", "--seed", "0",
     ]  # fmt: skip
-    assert train.main(arguments) == 0
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *arguments], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
     return out / "hub"

@@ -1,4 +1,5 @@
-"""Bad input to forward and generate: a ValueError that says what to do, never an error from deep inside torch."""
+"""Bad input to forward and generate: the model checks only what would otherwise give a silently wrong result or a
+crash deep inside torch, and is no stricter than transformers about the rest (keywords it does not use pass)."""
 
 import pytest
 import torch
@@ -13,6 +14,9 @@ def test_source_longer_than_the_positional_table(model):
         model(input_ids=too_long, decoder_input_ids=DECODER)
     with pytest.raises(ValueError, match="max_position_embeddings is 64"):
         model.generate(input_ids=too_long, max_new_tokens=2)
+    embeddings = model.get_input_embeddings()(too_long)
+    with pytest.raises(ValueError, match="input_ids reaches position 65"):
+        model(inputs_embeds=embeddings, decoder_input_ids=DECODER)
 
 
 def test_generation_longer_than_the_positional_table(model):
@@ -32,17 +36,23 @@ def test_token_id_outside_the_vocabulary(model, bad_id):
 
 
 def test_attention_mask_of_the_wrong_shape(model):
+    """A mask of another shape would broadcast over the wrong tokens (another batch size) or fail deep in torch."""
     with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 3\) but the sequences it masks have shape \(1, 4\)"):
         model(input_ids=SOURCE, attention_mask=torch.ones(1, 3), decoder_input_ids=DECODER)
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 4\)"):
+        model(input_ids=SOURCE, attention_mask=torch.ones(2, 4), decoder_input_ids=DECODER)
     with pytest.raises(ValueError, match=r"decoder_attention_mask has shape \(1, 5\)"):
         model(input_ids=SOURCE, decoder_input_ids=DECODER, decoder_attention_mask=torch.ones(1, 5))
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(4,\)"):
+        model(input_ids=SOURCE, attention_mask=torch.ones(4), decoder_input_ids=DECODER)
     with pytest.raises(ValueError, match="attention_mask has shape"):
         model.generate(input_ids=SOURCE, attention_mask=torch.ones(1, 7, dtype=torch.long), max_new_tokens=2)
 
 
 def test_zero_length_input(model):
+    """Attention over no keys is NaN: an empty sequence is refused."""
     empty = torch.zeros(1, 0, dtype=torch.long)
-    with pytest.raises(ValueError, match="input_ids is empty .* at least one token"):
+    with pytest.raises(ValueError, match="input_ids is empty; every sequence needs at least one token"):
         model(input_ids=empty, decoder_input_ids=DECODER)
     with pytest.raises(ValueError, match="decoder_input_ids is empty"):
         model(input_ids=SOURCE, decoder_input_ids=empty)
@@ -50,44 +60,37 @@ def test_zero_length_input(model):
         model.generate(input_ids=empty, max_new_tokens=2)
 
 
-def test_forward_without_decoder_input_ids_or_labels(model):
-    with pytest.raises(ValueError, match="pass labels .* or decoder_input_ids"):
+def test_forward_needs_one_decoder_input(model):
+    with pytest.raises(ValueError, match="exactly one of decoder_input_ids or decoder_inputs_embeds .*labels"):
         model(input_ids=SOURCE)
+    with pytest.raises(ValueError, match="exactly one of decoder_input_ids or decoder_inputs_embeds"):
+        model(input_ids=SOURCE, decoder_input_ids=DECODER, decoder_inputs_embeds=model.get_input_embeddings()(DECODER))
 
 
-def test_forward_without_source(model):
-    with pytest.raises(ValueError, match="Pass input_ids .* or encoder_outputs"):
+def test_forward_needs_one_source(model):
+    with pytest.raises(ValueError, match="exactly one of input_ids or inputs_embeds"):
         model(decoder_input_ids=DECODER)
+    with pytest.raises(ValueError, match="exactly one of input_ids or inputs_embeds"):
+        model(input_ids=SOURCE, inputs_embeds=model.get_input_embeddings()(SOURCE), decoder_input_ids=DECODER)
+
+
+def test_keywords_the_model_does_not_use_pass_as_in_transformers_models(model):
+    """generate() hands forward() its own keywords (its tokenizer for stop strings, among others); refusing them would
+    break those features, so the model leaves them alone, as MarianMTModel does."""
+    expected = model(input_ids=SOURCE, decoder_input_ids=DECODER).logits
+    for extra in ({"tokenizer": object()}, {"some_future_flag": True}, {"position_ids": torch.arange(2)}):
+        torch.testing.assert_close(model(input_ids=SOURCE, decoder_input_ids=DECODER, **extra).logits, expected)
+        torch.testing.assert_close(model.model(input_ids=SOURCE, decoder_input_ids=DECODER, **extra).last_hidden_state,
+                                   model.model(input_ids=SOURCE, decoder_input_ids=DECODER).last_hidden_state)  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    "inputs, error, message",
+    "inputs, error",
     [
-        (dict(input_ids=SOURCE.float(), decoder_input_ids=DECODER), TypeError, "input_ids must be a tensor of integer token ids .*got torch.float32"),
-        (dict(input_ids=SOURCE, decoder_input_ids=DECODER.float()), TypeError, "decoder_input_ids must be a tensor of integer"),
-        (dict(input_ids=SOURCE, labels=torch.tensor([[5.0, 2.0]])), TypeError, "labels must be a tensor of integer"),
-        (dict(input_ids=SOURCE, decoder_input_ids=torch.ones(2, 2, dtype=torch.long)), ValueError, r"The batch sizes disagree \(input_ids 1, .*decoder_input_ids 2\)"),
-        (dict(input_ids=SOURCE, labels=torch.tensor([[5, 2], [6, 2]])), ValueError, r"batch sizes disagree \(labels 2, input_ids 1\)"),
-        (dict(input_ids=SOURCE, attention_mask=torch.ones(2, 4), decoder_input_ids=DECODER), ValueError, r"input_ids 1, attention_mask 2"),
-        (dict(input_ids=SOURCE, decoder_input_ids=DECODER, decoder_attention_mask=torch.ones(3, 2)), ValueError, "decoder_attention_mask 3"),
-        (dict(input_ids=SOURCE, attention_mask=torch.ones(4), decoder_input_ids=DECODER), ValueError, r"attention_mask must have shape \(batch_size, sequence_length\).*got shape \(4,\)"),
-        (dict(input_ids=SOURCE, attention_mask=torch.ones(1, 1, 4), decoder_input_ids=DECODER), ValueError, r"got shape \(1, 1, 4\)"),
-        (dict(input_ids=SOURCE, attenton_mask=torch.ones(1, 4), decoder_input_ids=DECODER), TypeError, "unexpected keyword arguments: attenton_mask \\(did you mean attention_mask"),
-        (dict(input_ids=SOURCE, decoder_input_ids=DECODER, past_key_values=None), TypeError, "past_key_values \\(transformers 5 calls it cache\\)"),
-        (dict(input_ids=SOURCE, decoder_input_ids=DECODER, position_ids=torch.arange(2)), TypeError, "position_ids \\(positions follow"),
+        (dict(input_ids=SOURCE.float(), decoder_input_ids=DECODER), RuntimeError),  # torch: indices must be integers
+        (dict(input_ids=SOURCE, labels=torch.tensor([[5.0, 2.0]])), RuntimeError),  # torch's cross_entropy
     ],
-)  # fmt: skip
-def test_bad_tensors_and_keywords_name_the_problem(model, inputs, error, message):
-    with pytest.raises(error, match=message):
+)
+def test_what_the_library_and_torch_catch_is_left_to_them(model, inputs, error):
+    with pytest.raises(error):
         model(**inputs)
-
-
-def test_encoder_outputs_of_another_batch_size(model):
-    encoder_outputs = model.get_encoder()(torch.cat([SOURCE, SOURCE]))
-    with pytest.raises(ValueError, match=r"encoder_outputs 2, decoder_input_ids 1"):
-        model(encoder_outputs=encoder_outputs, decoder_input_ids=DECODER)
-
-
-def test_the_base_model_rejects_unknown_keywords_too(model):
-    with pytest.raises(TypeError, match="TinyTransformerModel.forward got unexpected keyword arguments: past_key_values"):
-        model.model(input_ids=SOURCE, decoder_input_ids=DECODER, past_key_values=None)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hf_tiny_transformer import detokenize_english, read_parallel, unsegment_japanese
+from hf_tiny_transformer.data.corpus import detokenize_english, read_parallel, unsegment_japanese
 
 
 @pytest.mark.parametrize(

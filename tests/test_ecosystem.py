@@ -135,3 +135,28 @@ def test_a_folder_of_the_old_layout_is_refused_until_converted(model, tmp_path, 
     assert capsys.readouterr().out.splitlines() == [f"{tmp_path}: converted", f"{tmp_path}: already in the current layout"]
     assert torch.equal(logits(AutoModelForSeq2SeqLM.from_pretrained(tmp_path)), logits(model))
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "tiny_transformer"
+
+
+def test_peft_prompt_tuning_trains_soft_prompts_on_the_frozen_model():
+    """Prompt tuning feeds learned embeddings through `inputs_embeds`: gradients reach the soft prompts, the loss
+    falls, the base model stays as it was, and generate runs with the prompts."""
+    from peft import PromptTuningConfig, TaskType, get_peft_model
+
+    model = tiny_model(init_std=0.1)
+    frozen = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    tuned = get_peft_model(model, PromptTuningConfig(task_type=TaskType.SEQ_2_SEQ_LM, num_virtual_tokens=8))
+    prompts = [parameter for parameter in tuned.parameters() if parameter.requires_grad]
+    labels = torch.tensor([[20, 21, 22, 2], [23, 24, 2, -100]])
+    optimizer = torch.optim.Adam(prompts, lr=0.1)
+    losses = []
+    for _ in range(30):
+        loss = tuned(input_ids=SOURCE, attention_mask=MASK, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        assert prompts[0].grad.abs().sum() > 0
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.95 * losses[0]
+    assert all(torch.equal(model.state_dict()[name], tensor) for name, tensor in frozen.items())
+    generated = tuned.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=4)
+    assert generated.shape[0] == 2 and generated[:, 0].eq(1).all()

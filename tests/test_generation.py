@@ -110,3 +110,63 @@ def test_bfloat16_forward_and_generate_on_cpu():
     generated = generate(model)
     assert generated.shape == (3, 13)
     assert model.model.encoder.embed_positions.pe.dtype == torch.bfloat16
+
+
+# The generate() features that pass keywords or inputs through forward(), each as on transformers' own models.
+
+
+def test_inputs_embeds_give_the_logits_and_tokens_of_ids(model):
+    """Embeddings as get_input_embeddings() gives them, for the source and for the target: the same logits as the
+    ids, and generate(inputs_embeds=...) the same tokens (the sqrt(d_model) scale is the model's, applied to both)."""
+    embed = model.get_input_embeddings()
+    decoder_ids = torch.tensor([[1, 11, 12], [1, 13, 14], [1, 15, 2]])
+    from_ids = model(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=decoder_ids).logits
+    from_embeddings = model(inputs_embeds=embed(SOURCE), attention_mask=MASK, decoder_inputs_embeds=embed(decoder_ids))
+    torch.testing.assert_close(from_embeddings.logits, from_ids)
+    torch.testing.assert_close(model(inputs_embeds=embed(SOURCE), attention_mask=MASK, decoder_input_ids=decoder_ids).logits, from_ids)
+    for beams in (1, 3):
+        by_ids = generate(model, num_beams=beams)
+        assert torch.equal(model.generate(inputs_embeds=embed(SOURCE), attention_mask=MASK, num_beams=beams,
+                                          max_new_tokens=12, min_new_tokens=12), by_ids)  # fmt: skip
+
+
+def test_encoder_outputs_given_to_generate_skip_the_encoder(model):
+    encoder_outputs = model.get_encoder()(SOURCE, MASK)
+    given = model.generate(encoder_outputs=encoder_outputs, attention_mask=MASK, max_new_tokens=12, min_new_tokens=12)
+    assert torch.equal(given, generate(model))
+
+
+def test_stop_strings_end_generation_at_the_string(text_model, tokenizer):
+    """generate passes its `tokenizer` on to forward(): a model that refused the keyword broke stop strings."""
+    source = tokenizer(["I really like green tea."], return_tensors="pt")
+    free = text_model.generate(**source, max_new_tokens=12, min_new_tokens=12)[0]
+    stop_string = next(text for token in free[4:].tolist() if len(text := tokenizer.decode([token]).strip()) > 1)
+    stopped = text_model.generate(**source, max_new_tokens=12, stop_strings=[stop_string], tokenizer=tokenizer)[0]
+    assert len(stopped) < len(free) and stopped.tolist() == free[: len(stopped)].tolist()
+    assert tokenizer.decode(stopped, skip_special_tokens=True).endswith(stop_string)
+
+
+def test_a_streamer_sees_every_new_token(model):
+    from transformers.generation.streamers import BaseStreamer
+
+    class Collect(BaseStreamer):
+        def __init__(self):
+            self.tokens = []
+
+        def put(self, value):
+            self.tokens += value.flatten().tolist()
+
+        def end(self):
+            self.ended = True
+
+    streamer = Collect()
+    out = model.generate(input_ids=SOURCE[:1], attention_mask=MASK[:1], max_new_tokens=12, min_new_tokens=12, streamer=streamer)
+    assert streamer.tokens == out[0].tolist() and streamer.ended
+
+
+def test_assisted_and_prompt_lookup_decoding_give_greedy_tokens(model):
+    """Both verify candidate tokens with several decoder positions at once through the cache."""
+    greedy = generate(model)[:1]
+    single = {"input_ids": SOURCE[:1], "attention_mask": MASK[:1], "max_new_tokens": 12, "min_new_tokens": 12}
+    assert torch.equal(model.generate(**single, assistant_model=tiny_model(seed=5)), greedy)
+    assert torch.equal(model.generate(**single, prompt_lookup_num_tokens=3), greedy)

@@ -2,13 +2,11 @@
 
 import pytest
 import torch
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingArguments
 
-from hf_tiny_transformer.modeling_tiny_transformer import (
-    LabelSmoothedCrossEntropy,
-    label_smoothed_cross_entropy,
-    shift_tokens_right,
-)
+from hf_tiny_transformer.modeling_tiny_transformer import shift_tokens_right
+from hf_tiny_transformer.training.loss import LabelSmoothedCrossEntropy, label_smoothed_cross_entropy
+from hf_tiny_transformer.training.trainer import LabelSmoothing, TranslationTrainer
 
 from conftest import tiny_model
 
@@ -43,7 +41,7 @@ def test_num_items_in_batch_turns_the_loss_into_a_sum_divided_by_it(model, batch
 
 
 def trainer_parameters(tmp_path, batch_size, accumulation, label_smoothing=0.0):
-    model = tiny_model(seed=1, dropout=0.0, label_smoothing=label_smoothing)
+    model = tiny_model(seed=1, dropout=0.0)
     model.train()
     torch.manual_seed(2)
     sources = torch.randint(4, 50, (8, 6))
@@ -65,9 +63,23 @@ def trainer_parameters(tmp_path, batch_size, accumulation, label_smoothing=0.0):
         use_cpu=True,
         seed=0,
         dataloader_drop_last=False,
+        label_smoothing_factor=label_smoothing,
     )
-    Seq2SeqTrainer(model=model, args=args, train_dataset=data).train()
+    trainer = TranslationTrainer(model=model, args=args, train_dataset=data, data_collator=with_decoder_inputs(model))
+    assert isinstance(trainer.compute_loss_func, LabelSmoothing) == bool(label_smoothing)
+    trainer.train()
     return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def with_decoder_inputs(model):
+    """Stack the examples and add the decoder inputs (what DataCollatorForSeq2Seq(model=...) does): with label
+    smoothing, Trainer calls the model without labels."""
+
+    def collate(examples):
+        batch = {key: torch.stack([example[key] for example in examples]) for key in examples[0]}
+        return {**batch, "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(batch["labels"])}
+
+    return collate
 
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
@@ -168,12 +180,30 @@ def test_label_smoothed_loss_in_chunks_equals_one_piece(monkeypatch):
     torch.testing.assert_close(chunked_grad, whole_grad)
 
 
-def test_the_models_loss_uses_the_configs_label_smoothing(batch):
-    plain, smoothed = tiny_model(), tiny_model(label_smoothing=0.1)
-    out_plain, out_smoothed = plain(**batch), smoothed(**batch)
-    torch.testing.assert_close(out_smoothed.logits, out_plain.logits)
-    torch.testing.assert_close(out_smoothed.loss.double(), reference_label_smoothed_loss(out_plain.logits, batch["labels"], 0.1))
-    assert not torch.allclose(out_smoothed.loss, out_plain.loss)
+def test_label_smoothing_is_the_training_runs_never_the_models(batch):
+    """TranslationTrainer's loss (its compute_loss_func) smooths; the model's own loss stays plain cross-entropy."""
+    model = tiny_model()
+    plain = model(**batch)
+    smoothed = LabelSmoothing(0.1)(plain, batch["labels"])
+    torch.testing.assert_close(smoothed.double(), reference_label_smoothed_loss(plain.logits, batch["labels"], 0.1))
+    kept = batch["labels"] != -100
+    torch.testing.assert_close(plain.loss, torch.nn.functional.cross_entropy(plain.logits[kept], batch["labels"][kept]))
+    assert not torch.allclose(smoothed, plain.loss)
+
+
+def test_a_model_trained_with_label_smoothing_and_saved_computes_plain_cross_entropy(trained_demo_model, demo_files):
+    """The issue's case: train.py's run used label smoothing 0.1; the saved model's loss is the plain one."""
+    model = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
+    sources = (demo_files / "test.en").read_text().splitlines()[:16]
+    targets = (demo_files / "test.ja").read_text().splitlines()[:16]
+    batch = tokenizer(sources, text_target=targets, padding=True, return_tensors="pt")
+    batch["labels"][batch["labels"] == tokenizer.pad_token_id] = -100
+    with torch.no_grad():
+        out = model(**batch)
+    kept = batch["labels"] != -100
+    torch.testing.assert_close(out.loss, torch.nn.functional.cross_entropy(out.logits[kept], batch["labels"][kept]))
+    assert "label_smoothing" not in model.config.to_dict()
 
 
 def test_label_smoothed_loss_in_bfloat16_is_close_to_float32():

@@ -1,15 +1,19 @@
 """CTranslate2 export and serving: the same tokens as transformers in float32, int8 close to it, clear errors."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from hf_tiny_transformer.hardware import ctranslate2_compute_type
 from hf_tiny_transformer.marian import marian_of_the_same_shape
-from hf_tiny_transformer.serving import CTranslate2Translator, export_ctranslate2
+from hf_tiny_transformer.serving import ctranslate2 as serving_ctranslate2
+from hf_tiny_transformer.serving.ctranslate2 import CTranslate2Translator, export_ctranslate2
 
-from conftest import assert_one_line_error, run_script, tiny_config
+from conftest import ROOT, assert_one_line_error, folder_digest, run_script, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +32,8 @@ def exports(trained_demo_model, tmp_path_factory):
 
 def test_the_float32_export_gives_the_tokens_of_generate(exports, demo_files):
     model, tokenizer, paths = exports
-    translator = CTranslate2Translator(paths["float32"], intra_threads=1)
+    # float32 arithmetic, as generate(): the default ("auto") would compute in int8 on an x86 CPU with AVX2
+    translator = CTranslate2Translator(paths["float32"], compute_type="float32", intra_threads=1)
     sources = (demo_files / "test.en").read_text(encoding="utf-8").splitlines()
     for beams in (1, 4):
         for source in sources:
@@ -45,7 +50,8 @@ def test_int8_is_within_two_points_of_float32_in_exact_matches(exports, demo_fil
     references = (demo_files / "test.ja").read_text(encoding="utf-8").splitlines()
     rates = {}
     for quantization, folder in paths.items():
-        translations = [item["translation_text"] for item in CTranslate2Translator(folder)(sources, num_beams=1)]
+        translator = CTranslate2Translator(folder, compute_type="default")  # each computed as it was exported
+        translations = [item["translation_text"] for item in translator(sources, num_beams=1)]
         rates[quantization] = 100 * sum(t == r for t, r in zip(translations, references)) / len(references)
     assert rates["float32"] > 50 and abs(rates["int8"] - rates["float32"]) <= 2, rates
     assert json.loads((paths["int8"] / "hf_tiny_transformer.json").read_text())["quantization"] == "int8"
@@ -54,45 +60,79 @@ def test_int8_is_within_two_points_of_float32_in_exact_matches(exports, demo_fil
 def test_the_translator_has_the_pipelines_shape(exports):
     _, _, paths = exports
     translate = CTranslate2Translator(paths["float32"])
+    assert translate.compute_type == ctranslate2_compute_type("cpu").compute_type  # "auto": this machine's choice
     single = translate("I like cake.")
-    assert isinstance(single, list) and set(single[0]) == {"translation_text"}
+    assert isinstance(single, list) and set(single[0]) == {"translation_text"} and single[0]["translation_text"]
     many = translate(["I like cake.", "Tom eats bread."], num_beams=2, batch_size=1)
     assert len(many) == 2 and many[0] == single[0]
+    assert translate(["", "I like cake."]) == [{"translation_text": ""}, single[0]]
     with pytest.raises(TypeError, match="text must be a string or a list of strings"):
         translate(42)
+    for setting, value in (("num_beams", 0), ("batch_size", 0), ("max_new_tokens", 1.5), ("length_penalty", float("nan"))):
+        with pytest.raises(ValueError, match=setting):
+            translate("I like cake.", **{setting: value})
 
 
-def test_exporting_another_model_or_into_a_used_folder_is_an_error(exports, tmp_path):
+def test_exporting_another_model_is_an_error_and_an_export_replaces_a_folder_whole(exports, tmp_path, monkeypatch):
     model, tokenizer, _ = exports
     with pytest.raises(ValueError, match="exports hf-tiny-transformer models, not MarianMTModel"):
         export_ctranslate2(marian_of_the_same_shape(tiny_config()), tokenizer, tmp_path / "marian")
-    (tmp_path / "used").mkdir()
-    (tmp_path / "used" / "notes.txt").write_text("mine\n")
-    with pytest.raises(ValueError, match="exists and is not an empty folder"):
-        export_ctranslate2(model, tokenizer, tmp_path / "used")
-    assert (tmp_path / "used" / "notes.txt").read_text() == "mine\n"
+    assert not (tmp_path / "marian").exists()
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "notes.txt").write_text("mine\n")
+    export_ctranslate2(model, tokenizer, used, quantization="float32")
+    export_ctranslate2(model, tokenizer, used, quantization="int8")  # an existing export is replaced
+    assert json.loads((used / "hf_tiny_transformer.json").read_text())["quantization"] == "int8"
+    assert (used / "notes.txt").read_text() == "mine\n"  # what the export does not write stays
+    assert CTranslate2Translator(used, compute_type="default")("I like cake.")[0]["translation_text"]
+    before = folder_digest(used)
+
+    def failing_convert(spec, output_dir, quantization):
+        (output_dir / "model.bin").write_bytes(b"half written")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(serving_ctranslate2, "convert", failing_convert)
+    with pytest.raises(RuntimeError, match="disk full"):
+        export_ctranslate2(model, tokenizer, used, quantization="float32")
+    assert folder_digest(used) == before  # all or nothing
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["used"]  # no staging folder left behind
 
 
-def test_the_export_script_and_evaluation_with_the_engine(trained_demo_model, demo_files, tmp_path, capsys):
-    import sys
-
-    from conftest import ROOT
-
-    sys.path.insert(0, str(ROOT / "training"))
-    import evaluate_model
-    import export_ctranslate2 as export_script
-
-    assert export_script.main(["--model", str(trained_demo_model), "--output_dir", str(tmp_path / "ct2"), "--quantization", "int8"]) == 0
-    capsys.readouterr()
-    arguments = ["--engine", "ctranslate2", "--model", str(tmp_path / "ct2"), "--source_file", str(demo_files / "validation.en"),
-                 "--reference_file", str(demo_files / "validation.ja"), "--target_lang", "ja", "--num_beams", "1"]  # fmt: skip
-    assert evaluate_model.main(arguments) == 0
-    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert scores["sentences"] == 40 and scores["exact_match"] > 50
+def test_the_export_script_refuses_used_folders_and_other_models(trained_demo_model, tmp_path):
+    model_before = folder_digest(trained_demo_model)
+    ct2 = tmp_path / "ct2"
+    result = run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(ct2), "--quantization", "int8")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((ct2 / "hf_tiny_transformer.json").read_text())["quantization"] == "int8"
+    export = folder_digest(ct2)
     assert_one_line_error(
-        run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(tmp_path / "ct2")),
-        "is not empty; export into a new folder",
+        run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(ct2)),
+        f"--output_dir {ct2} already holds a model", "pass --overwrite",
+    )  # fmt: skip
+    assert folder_digest(ct2) == export
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    mine_before = folder_digest(mine)
+    assert_one_line_error(
+        run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(mine)),
+        f"--output_dir {mine} is not empty; pass --overwrite",
     )
+    assert folder_digest(mine) == mine_before
+    # the model folder itself, or a folder inside it: refused even with --overwrite
+    for inside, problem in (
+        (trained_demo_model, f"is also an input ({trained_demo_model})"),
+        (trained_demo_model / "ct2", f"lies inside the input folder {trained_demo_model}"),
+    ):
+        assert_one_line_error(
+            run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(inside), "--overwrite"),
+            f"--output_dir {inside} {problem}",
+        )  # fmt: skip
+    assert folder_digest(trained_demo_model) == model_before
+    result = run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(ct2), "--overwrite")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((ct2 / "hf_tiny_transformer.json").read_text())["quantization"] == "float32"
     marian = tmp_path / "marian"
     marian_of_the_same_shape(tiny_config(vocab_size=600)).save_pretrained(marian)
     AutoTokenizer.from_pretrained(trained_demo_model).save_pretrained(marian)
@@ -100,6 +140,18 @@ def test_the_export_script_and_evaluation_with_the_engine(trained_demo_model, de
         run_script("export_ctranslate2.py", "--model", str(marian), "--output_dir", str(tmp_path / "m")),
         "exports hf-tiny-transformer models, not MarianMTModel",
     )
+    assert not (tmp_path / "m").exists()
+
+
+def test_evaluation_with_the_engine(exports, trained_demo_model, demo_files):
+    _, _, paths = exports
+    arguments = ["--engine", "ctranslate2", "--model", str(paths["int8"]), "--source_file", str(demo_files / "validation.en"),
+                 "--reference_file", str(demo_files / "validation.ja"), "--target_lang", "ja", "--num_beams", "1", "--device", "cpu"]  # fmt: skip
+    # a fresh process, not a fork: this one has run CTranslate2's thread pools already
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), *arguments], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    assert scores["sentences"] == 40 and scores["exact_match"] > 50, scores
     assert_one_line_error(
         run_script("evaluate_model.py", *arguments[:3], str(trained_demo_model), *arguments[4:]),
         "is not a folder written by export_ctranslate2",

@@ -5,7 +5,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from hf_tiny_transformer import train_tokenizer
+from hf_tiny_transformer.data.tokenizer import SMALLEST_VOCAB_SIZE, lowercases, train_tokenizer
 
 from conftest import ENGLISH, JAPANESE, run_without_package
 
@@ -75,6 +75,12 @@ def test_lowercasing_is_saved_in_the_tokenizer(tokenizer, tmp_path):
     assert cased.decode(cased("The Cat")["input_ids"], skip_special_tokens=True) == "The Cat"
 
 
+def test_lowercases_reads_the_saved_normalizer(tokenizer, tmp_path):
+    tokenizer.save_pretrained(tmp_path)
+    assert lowercases(tokenizer) and lowercases(AutoTokenizer.from_pretrained(tmp_path))
+    assert not lowercases(train_tokenizer(ENGLISH, vocab_size=300))
+
+
 def test_save_load_gives_identical_ids(tokenizer, tmp_path):
     tokenizer.save_pretrained(tmp_path)
     loaded = AutoTokenizer.from_pretrained(tmp_path)
@@ -97,14 +103,18 @@ def test_autotokenizer_in_a_fresh_process_without_the_package(tokenizer, tmp_pat
 
 
 def test_vocab_size_smaller_than_the_special_tokens_is_an_error():
+    assert SMALLEST_VOCAB_SIZE == 261  # 4 special tokens, 256 byte pieces, one learned piece
     with pytest.raises(ValueError, match="vocab_size \\(3\\) must be at least 261: the 4 special tokens and the 256 byte pieces"):
         train_tokenizer(ENGLISH, vocab_size=3)
+    with pytest.raises(ValueError, match="vocab_size \\(260\\) must be at least 261"):
+        train_tokenizer(ENGLISH, vocab_size=SMALLEST_VOCAB_SIZE - 1)
+    smallest = train_tokenizer(ENGLISH, vocab_size=SMALLEST_VOCAB_SIZE)  # works, mostly on byte pieces
+    assert smallest.decode(smallest("green tea 🍵")["input_ids"], skip_special_tokens=True) == "green tea 🍵"
 
 
 def test_empty_training_corpus_is_an_error():
     with pytest.raises(ValueError, match="training texts are empty"):
         train_tokenizer([], vocab_size=300)
-
 
 
 def test_training_is_deterministic():

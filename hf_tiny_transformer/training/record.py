@@ -96,6 +96,7 @@ def save_run(model, tokenizer, model_args, data_args, training_args, metrics: di
     generation = model.generation_config
     generation.max_length = training_args.generation_max_length
     generation.source_lang, generation.target_lang = data_args.source_lang, data_args.target_lang
+    generation._from_model_config = False  # else loading drops the attributes it does not know (the languages)
     if model_args.architecture == "marian":  # a comparison model: no card of ours
         with staged_folder(folder) as staging:
             model.save_pretrained(staging)
