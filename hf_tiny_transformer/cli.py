@@ -43,9 +43,11 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
     returns would make the log unreadable."""
     prog = Path(sys.argv[0]).name
     if not sys.stderr.isatty():
+        import datasets
         from transformers.utils import logging as transformers_logging
 
         transformers_logging.disable_progress_bar()
+        datasets.disable_progress_bars()
     try:
         return main(argv) or 0
     except UsageError as error:

@@ -56,8 +56,10 @@ def parse_args(argv=None):
                                             max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)  # fmt: skip
     except ValueError as error:
         raise UsageError(f"--{first_line(error)}") from None
-    if args.show < 0 or (args.min_exact_match is not None and not 0 <= args.min_exact_match <= 100):
-        raise UsageError("--show is a count (0 or more) and --min_exact_match a percentage in [0, 100]")
+    if args.show < 0:
+        raise UsageError(f"--show is a number of examples, 0 or more; got {args.show}")
+    if args.min_exact_match is not None and not 0 <= args.min_exact_match <= 100:
+        raise UsageError(f"--min_exact_match is a percentage in [0, 100], got {args.min_exact_match}")
     if args.output_file:
         check_output(args.output_file, kind="file", flag="--output_file", inputs=(args.source_file, args.reference_file, args.model, args.corpus_dir))
     if args.update_model_card and not Path(args.model, "README.md").is_file():

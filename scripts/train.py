@@ -162,7 +162,8 @@ def make_config(model_args):
             config.validate()  # the checks across fields, which setting one field does not run
     except Exception as error:  # an unknown shape or field, a value of the wrong type or out of range
         source = f"--shape {model_args.shape}" if model_args.shape else f"--config_name {model_args.config_name}"
-        raise UsageError(f"{source} --config_overrides {model_args.config_overrides}: {first_line(error)}") from None
+        raise UsageError(f"{source} --config_overrides {model_args.config_overrides}: {first_line(error)}; write "
+                         "key=value pairs separated by commas, e.g. d_model=128,encoder_layers=2") from None  # fmt: skip
     return config
 
 

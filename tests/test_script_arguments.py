@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hf_tiny_transformer import model_card, save_for_hub
-from hf_tiny_transformer.demo_corpus import make_demo_corpus
+from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 
 from conftest import assert_one_line_error, folder_digest, run_script, tiny_model
 
@@ -34,6 +34,7 @@ def workspace(tmp_path_factory, tokenizer):
     (data / "no_ja.jsonl").write_text('{"translation": {"en": "a"}}\n')
     (data / "flags_array.json").write_text("[1, 2]")
     (data / "flags_broken.json").write_text("{ not json")
+    (data / "unknown_flag.json").write_text('{"learnin_rate": 0.1}')
     model = tiny_model(vocab_size=len(tokenizer))
     card = model_card(model, source_lang="en", target_lang="ja", training_data="test sentences")
     save_for_hub(model, tokenizer, root / "hub", card)
@@ -60,7 +61,7 @@ def workspace(tmp_path_factory, tokenizer):
 
 def train_args(root, *changes: str) -> list[str]:
     return [
-        "--preset", "tiny", "--config_overrides", SMALL_MODEL, "--vocab_size", "600",
+        "--shape", "tiny", "--config_overrides", SMALL_MODEL, "--vocab_size", "600",
         "--train_source_file", str(root / "data" / "train.en"), "--train_target_file", str(root / "data" / "train.ja"),
         "--output_dir", str(root / "outputs" / "new_run"), "--max_steps", "2", "--use_cpu", "true", "--report_to", "none",
         *changes,
@@ -79,29 +80,34 @@ TRAIN_CASES = {
     "generation longer than the model": (["--generation_max_length", "128"], "--generation_max_length 128 is longer"),
     "vocabulary too small": (["--vocab_size", "10"], "--vocab_size must be at least 261"),
     "negative learning rate": (["--learning_rate", "-1"], "--learning_rate must be positive"),
-    "misspelled override": (["--config_overrides", "d_modle=32"], "d_modle is not a config field; did you mean d_model?"),
-    "override without value": (["--config_overrides", "d_model"], "is not key=value"),
+    "misspelled override": (["--config_overrides", "d_modle=32"], "key d_modle isn't in the original config dict"),
+    "override without value": (["--config_overrides", "d_model"], "write key=value pairs separated by commas"),
+    "override of the wrong type": (["--config_overrides", "dropout=high"], "could not convert string to float: 'high'"),
+    "override out of range": (["--config_overrides", "dropout=1.5"], "field 'dropout'"),
     "override that breaks the config": (["--config_overrides", "encoder_attention_heads=3"], "divisible by encoder_attention_heads"),
     "unknown flag": (["--learnin_rate", "0.1"], "--learnin_rate"),
     "not a number": (["--learning_rate", "fast"], "invalid float value: 'fast'"),
-    "unknown preset": (["--preset", "huge"], "Unknown preset 'huge'"),
-    "language code": (["--source_lang", "xx"], "--source_lang 'xx' is not an ISO 639-1 language code"),
+    "unknown shape": (["--shape", "huge"], "Unknown shape 'huge'"),
+    "one language": (["--target_lang", "en"], "--source_lang and --target_lang are both en"),
     "missing file": (["--train_source_file", "/nonexistent/train.en"], "--train_source_file /nonexistent/train.en does not exist"),
     "a folder for a file": (["--train_source_file", "{root}/data"], "is not a file"),
     "not UTF-8": (["--train_source_file", "{root}/data/latin1.txt", "--train_target_file", "{root}/data/latin1.txt"], "is not UTF-8 text (line 1)"),
     "empty file": (["--train_source_file", "{root}/data/empty.txt"], "is empty"),
     "uneven files": (["--train_source_file", "{root}/data/three.txt"], "has 3 lines but"),
-    "JSON line not JSON": (["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/not_json.jsonl"], "not_json.jsonl:2 is not valid JSON"),
-    "JSON line not an object": (["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/array.jsonl"], "array.jsonl:1 is not {{\"translation\": {{\"en\""),
-    "JSON line without the target": (["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/no_ja.jsonl"], "no_ja.jsonl:1 is not"),
+    "JSON line not JSON": (["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/not_json.jsonl"], "--train_file {root}/data/not_json.jsonl cannot be read (JSON parse error"),
+    "JSON line not an object": (["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/array.jsonl"], "--train_file {root}/data/array.jsonl: the train split has no 'translation' column"),
+    "JSON line without the target": (["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/no_ja.jsonl"], "--train_file {root}/data/no_ja.jsonl: a record is not {{\"translation\": {{\"en\": \"...\", \"ja\": \"...\"}}}}"),
     "output_dir is a file": (["--output_dir", "{root}/a_file"], "--output_dir {root}/a_file"),
-    "output_dir with a checkpoint": (["--output_dir", "{root}/run"], "already holds checkpoints (checkpoint-4 the newest)"),
+    "output_dir with a checkpoint": (["--output_dir", "{root}/run"], "--output_dir {root}/run already holds a model or checkpoints; pass --resume_from_checkpoint true"),
     "two data sources": (["--train_file", "{root}/data/no_ja.jsonl"], "pass one source of train data, not"),
     "resume and overwrite": (["--resume_from_checkpoint", "true", "--overwrite_output_dir", "true"], "not both"),
     "resume without a checkpoint": (["--resume_from_checkpoint", "true"], "no complete checkpoint in"),
     "resume from an incomplete checkpoint": (["--resume_from_checkpoint", "{root}/data"], "is not a complete checkpoint"),
-    "model folder missing": (["--preset", None, "--model_name_or_path", "{root}/nothing/here"], "--model_name_or_path {root}/nothing/here does not exist"),
-    "code of another model": (["--preset", None, "--model_name_or_path", "{root}/foreign"], "pass --trust_remote_code to run it"),
+    "model folder missing": (["--shape", None, "--model_name_or_path", "{root}/nothing/here"], "--model_name_or_path {root}/nothing/here does not exist"),
+    "code of another model": (["--shape", None, "--model_name_or_path", "{root}/foreign"], "pass --trust_remote_code to run it"),
+    "a recipe flag that does not exist": (["--time_budget_minutes", "-5"], "--time_budget_minutes must be a positive number"),
+    "budget with a warmup fraction": (["--max_steps", "-1", "--time_budget_minutes", "5", "--warmup_steps", "0.1"], "needs --warmup_steps in steps"),
+    "precision unknown": (["--precision", "fp8"], "argument --precision: invalid choice: 'fp8'"),
 }
 
 
@@ -137,8 +143,8 @@ def test_train_py(workspace, case):
 
 @pytest.mark.parametrize(
     "flags_file, message",
-    [("nothing.json", "flags file {root}/data/nothing.json does not exist"), ("flags_array.json", "must hold a JSON object"),
-     ("flags_broken.json", "is not valid JSON (line 1")],
+    [("nothing.json", "recipe {root}/data/nothing.json does not exist"), ("flags_array.json", "must hold a JSON object"),
+     ("flags_broken.json", "is not valid JSON (line 1"), ("unknown_flag.json", "learnin_rate is not a flag of train.py")],
 )  # fmt: skip
 def test_train_py_flags_file(workspace, flags_file, message):
     check_case(workspace, "train.py", [str(workspace / "data" / flags_file)], message)
@@ -155,21 +161,23 @@ def evaluate_args(root) -> list[str]:
 EVALUATE_CASES = {
     "no model": (["--model", None], "the following arguments are required: --model"),
     "no data": (["--source_file", None], "pass --source_file and --reference_file, or --corpus_dir"),
-    "beams 0": (["--num_beams", "0"], "--num_beams must be at least 1, got 0"),
-    "batch size 0": (["--batch_size", "0"], "--batch_size must be at least 1"),
-    "no new tokens": (["--max_new_tokens", "0"], "--max_new_tokens must be at least 1"),
-    "longer than the model": (["--max_new_tokens", "128"], "asks for 128 new tokens but the model generates at most 64"),
+    "beams 0": (["--num_beams", "0"], "--num_beams must be a whole number of at least 1, got 0"),
+    "batch size 0": (["--batch_size", "0"], "--batch_size must be a whole number of at least 1"),
+    "no new tokens": (["--max_new_tokens", "0"], "--max_new_tokens must be a whole number of at least 1"),
+    "length penalty not a number": (["--length_penalty", "nan"], "--length_penalty must be a finite number, got nan"),
     "exact match over 100": (["--min_exact_match", "150"], "--min_exact_match is a percentage"),
     "missing source": (["--source_file", "{root}/data/nothing.en"], "--source_file {root}/data/nothing.en does not exist"),
     "not UTF-8": (["--source_file", "{root}/data/latin1.txt"], "is not UTF-8 text"),
     "empty reference": (["--reference_file", "{root}/data/empty.txt"], "--reference_file {root}/data/empty.txt is empty"),
-    "uneven": (["--reference_file", "{root}/data/three.txt"], "--source_file has 40 lines but --reference_file has 3"),
+    "uneven": (["--reference_file", "{root}/data/three.txt"], "--source_file {root}/data/train.en has 40 lines but --reference_file {root}/data/three.txt has 3"),
     "output is a folder": (["--output_file", "{root}/outputs"], "--output_file {root}/outputs is a folder"),
     "output in a missing folder": (["--output_file", "{root}/nothing/out.txt"], "the folder {root}/nothing does not exist"),
-    "output over the source": (["--output_file", "{root}/data/train.en"], "is also an input file"),
-    "output over the reference": (["--output_file", "{root}/data/train.ja"], "is also an input file"),
+    "output over the source": (["--output_file", "{root}/data/train.en"], "is also an input ({root}/data/train.en)"),
+    "output over the reference": (["--output_file", "{root}/data/train.ja"], "is also an input ({root}/data/train.ja)"),
+    "output inside the model folder": (["--output_file", "{root}/hub/translations.txt"], "lies inside the input folder {root}/hub"),
+    "output over a model file": (["--output_file", "{root}/hub/config.json"], "lies inside the input folder {root}/hub"),
     "missing model": (["--model", "{root}/nothing/model"], "--model {root}/nothing/model does not exist"),
-    "not a model": (["--model", "{root}/data"], "--model {root}/data cannot be loaded"),
+    "not a model": (["--model", "{root}/data"], "--model {root}/data has no config.json"),
     "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
     "unknown split": (["--corpus_dir", "{root}/data", "--split", "valid"], "argument --split: invalid choice"),
 }
@@ -183,6 +191,8 @@ def test_evaluate_model_py(workspace, case):
 
 VISUALIZE_CASES = {
     "empty sentence": (["--source", " "], "--source is empty"),
+    "longer than the model": (["--source", "tea " * 70], "--source has 71 tokens but the model takes at most 64; pass one sentence"),
+    "out inside the model": (["--out", "{root}/hub/pictures"], "lies inside the input folder {root}/hub"),
     "out is a file": (["--out", "{root}/a_file"], "--out {root}/a_file"),
     "missing model": (["--model", "{root}/nothing"], "--model {root}/nothing does not exist"),
     "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
@@ -223,9 +233,10 @@ def test_make_demo_data_py(workspace, arguments, message):
 
 TRANSLATE_CASES = {
     "no model": (["--model", None], "the following arguments are required: --model"),
-    "beams 0": (["--num_beams", "0"], "--num_beams must be at least 1"),
-    "batch size 0": (["--batch_size", "0"], "--batch_size must be at least 1"),
-    "longer than the model": (["--max_new_tokens", "100"], "asks for 100 new tokens but the model generates at most 64"),
+    "beams 0": (["--num_beams", "0"], "--num_beams must be a whole number of at least 1"),
+    "beams not whole": (["--num_beams", "2.5"], "argument --num_beams: invalid int value: '2.5'"),
+    "batch size 0": (["--batch_size", "0"], "--batch_size must be a whole number of at least 1"),
+    "length penalty infinite": (["--length_penalty", "inf"], "--length_penalty must be a finite number"),
     "not a device": (["--device", "toaster"], "--device 'toaster' is not a device"),
     "a GPU this machine lacks": (["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "xla"], "--device"),
     "missing model": (["--model", "{root}/nothing"], "--model {root}/nothing does not exist"),
@@ -243,13 +254,18 @@ def test_translate_py(workspace, case):
 
 OTHER_SCRIPT_CASES = [
     ("tune_decoding.py", ["--model", "{root}/hub", "--source_file", "{root}/data/train.en"], "pass --corpus_dir (its dev split is used) or --source_file and --reference_file"),
-    ("tune_decoding.py", ["--model", "{root}/hub", "--source_file", "{root}/data/train.en", "--reference_file", "{root}/data/three.txt"], "--source_file has 40 lines but --reference_file has 3"),
-    ("tune_decoding.py", ["--model", "{root}/hub", "--corpus_dir", "{root}/data", "--num_beams", "0"], "--num_beams must be at least 1"),
+    ("tune_decoding.py", ["--model", "{root}/hub", "--source_file", "{root}/data/train.en", "--reference_file", "{root}/data/three.txt"], "--source_file {root}/data/train.en has 40 lines but --reference_file {root}/data/three.txt has 3"),
+    ("tune_decoding.py", ["--model", "{root}/hub", "--corpus_dir", "{root}/data", "--num_beams", "0"], "--num_beams must be a whole number of at least 1"),
+    ("tune_decoding.py", ["--model", "{root}/hub", "--corpus_dir", "{root}/data", "--length_penalty", "nan"], "--length_penalty must be a finite number"),
     ("average_checkpoints.py", ["--output_dir", "{root}/outputs/averaged"], "pass --run_dir (with --last) or --checkpoints"),
     ("average_checkpoints.py", ["--run_dir", "{root}/run", "--last", "1", "--output_dir", "{root}/outputs/averaged"], "--last must be at least 2"),
-    ("average_checkpoints.py", ["--run_dir", "{root}/run", "--output_dir", "{root}/a_file"], "--output_dir {root}/a_file"),
+    ("average_checkpoints.py", ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/a_file"], "--output_dir {root}/a_file is a file"),
+    ("average_checkpoints.py", ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/hub"], "--output_dir {root}/hub is also an input"),
+    ("average_checkpoints.py", ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/pickled/checkpoint-9"], "lies inside the input folder {root}/pickled"),
+    ("average_checkpoints.py", ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/foreign"], "--output_dir {root}/foreign already holds a model or checkpoints; pass --overwrite"),
     ("average_checkpoints.py", ["--checkpoints", "{root}/data", "{root}/hub", "--output_dir", "{root}/outputs/averaged"], "--checkpoints: {root}/data holds no model.safetensors"),
     ("export_ctranslate2.py", ["--model", "{root}/hub", "--output_dir", "{root}/data"], "--output_dir {root}/data is not empty"),
+    ("export_ctranslate2.py", ["--model", "{root}/hub", "--output_dir", "{root}/hub/ct2", "--overwrite"], "lies inside the input folder {root}/hub"),
     ("export_ctranslate2.py", ["--model", "{root}/hub", "--output_dir", "{root}/outputs/ct2", "--quantization", "int4"], "argument --quantization: invalid choice: 'int4'"),
     ("export_ctranslate2.py", ["--model", "{root}/nothing", "--output_dir", "{root}/outputs/ct2"], "--model {root}/nothing does not exist"),
 ]  # fmt: skip

@@ -8,6 +8,9 @@ read by `datasets.load_dataset("json")`), or a `datasets` dataset with a `transl
 With `--streaming`, JSON lines and datasets are read as they are used (`IterableDataset`), never held whole.
 """
 
+import contextlib
+
+import datasets
 from datasets import Dataset, IterableDataset, load_dataset
 
 from ..cli import UsageError, first_line
@@ -45,29 +48,42 @@ def read_split(split: str, data_args) -> Dataset | IterableDataset | None:
         sources, targets = read_aligned(source_file, getattr(data_args, f"{split}_target_file"), flags)
         return Dataset.from_dict({"source": sources, "target": targets})
     if json_file:
-        return translation_splits("json", None, data_args, data_files={split: json_file}, flag=f"--{split}_file")[split]
+        return translation_splits("json", None, data_args, data_files={split: json_file}, flag=f"--{split}_file {json_file}")[split]
     return None
 
 
 def translation_splits(name: str, config_name: str | None, data_args, flag: str = "--dataset_name", **kwargs) -> dict:
     """`datasets.load_dataset` splits whose `translation` column holds both languages, as source/target columns."""
     src, tgt = data_args.source_lang, data_args.target_lang
+    expected = f'{{"translation": {{"{src}": "...", "{tgt}": "..."}}}}'
     try:
-        loaded = load_dataset(name, config_name, streaming=data_args.streaming, **kwargs)
+        with quiet_datasets():
+            loaded = load_dataset(name, config_name, streaming=data_args.streaming, **kwargs)
     except Exception as error:  # datasets raises many kinds (missing file, bad JSON, no such dataset)
         cause = error.__cause__ or error
-        raise UsageError(f"{flag} {kwargs.get('data_files') or name} cannot be read: {first_line(cause)}") from None
+        raise UsageError(f"{flag} cannot be read ({first_line(cause)}); each record must be {expected}") from None
     splits = {}
     for split in SPLITS:
         if split not in loaded:
             continue
         columns = loaded[split].column_names or ["translation"]  # a stream may not know them before reading
         if "translation" not in columns:
-            raise UsageError(f"{flag}: the {split} split has no 'translation' column (it has {', '.join(columns)})")
+            raise UsageError(f"{flag}: the {split} split has no 'translation' column (it has {', '.join(columns)}); each record must be {expected}")
         splits[split] = loaded[split].map(
             lambda row: pair(row, src, tgt, flag), remove_columns=list(loaded[split].column_names or [])
         )
     return splits
+
+
+@contextlib.contextmanager
+def quiet_datasets():
+    """datasets' own error log lines silenced while it loads: the command reports the problem in one line."""
+    level = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    try:
+        yield
+    finally:
+        datasets.logging.set_verbosity(level)
 
 
 def pair(row: dict, src: str, tgt: str, flag: str) -> dict:

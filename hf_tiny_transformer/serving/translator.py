@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 from tqdm.auto import tqdm
 
-from ..cli import UsageError, first_line, load_model_folder
+from ..cli import UsageError, check_device, first_line, load_model_folder
 from ..text_tiny_transformer import generation_settings, texts_of, translate_in_pieces
 
 # The longest translation generated for a source of n tokens: LENGTH_RATIO n + LENGTH_OFFSET (fairseq's max_len_a and
@@ -139,7 +139,8 @@ class TransformersTranslator(Translator):
 def load_translator(folder: str, engine: str = "transformers", device: str = "cpu", trust_remote_code: bool = False,
                     flag: str = "--model") -> Translator:  # fmt: skip
     """A translator for `folder`: a saved model (`engine` "transformers") or an export_ctranslate2 folder
-    ("ctranslate2"); a UsageError in one line when it cannot be loaded."""
+    ("ctranslate2"); a UsageError in one line when it cannot be loaded, or the device is not there."""
+    check_device(device)
     if engine == "ctranslate2":
         from .ctranslate2 import CTranslate2Translator
 
