@@ -127,7 +127,8 @@ def choose_precision(requested: str, device: str, flags: frozenset[str] | None =
     else:
         precision = "bf16"
         reason = f"bf16: asked for, and {evidence}" if native else f"bf16: asked for, but {evidence}"
-    logger.log(logging.WARNING if precision == "bf16" and not native else logging.INFO, reason)
+    if precision == "bf16" and not native:
+        logger.warning(reason)
     return Choice(precision, reason)
 
 

@@ -57,7 +57,6 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()  # glibc keeps freed memory for the next step instead of faulting it in again (+6-8 %)
     model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
-    logger.info("machine: %s; precision %s", describe(), training_args.precision_choice.reason)
 
     # The output folder: a new one, or one whose run is resumed or overwritten, as asked.
     output_dir = Path(training_args.output_dir)
@@ -91,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", {k: getattr(v, "num_rows", "stream") for k, v in tokenized.items()})
 
     # Training, to a time budget when the recipe has one.
+    logger.info("machine: %s; precision %s", describe(), training_args.precision_choice.reason)
     budget = time_budget(training_args, checkpoint)
     trainer = TranslationTrainer(
         model=model,

@@ -1,6 +1,7 @@
 """Shared fixtures: tiny configs and models (vocab ~50, d_model 32, 2 layers) with fixed seeds."""
 
 import hashlib
+import logging
 import os
 import runpy
 import signal
@@ -149,6 +150,7 @@ def run_script(name: str, *args: str, cwd=None, timeout: float = 120) -> ScriptR
             code = 1
             try:
                 torch.set_num_threads(1)
+                logging.root.handlers.clear()  # pytest's capture handlers: the script configures its own, as in a shell
                 os.dup2(out.fileno(), 1)
                 os.dup2(err.fileno(), 2)
                 sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)

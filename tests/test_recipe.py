@@ -1,22 +1,30 @@
 """The training recipe's pieces: batches by tokens, checkpoint averaging, decoding settings chosen on dev."""
 
 import json
+import shutil
+import subprocess
 import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from hf_tiny_transformer.averaging import average_checkpoints, last_checkpoints
-from hf_tiny_transformer.batching import TokenBatchSampler, padding_fraction
-from hf_tiny_transformer.evaluation import translate_texts, translation_length_limit
+from hf_tiny_transformer.data.batching import TokenBatchSampler, padding_fraction
+from hf_tiny_transformer.serving.translator import TransformersTranslator, translation_length_limit
+from hf_tiny_transformer.training.checkpoints import (
+    average_checkpoints,
+    is_complete_checkpoint,
+    last_checkpoints,
+    last_complete_checkpoint,
+)
 
-from conftest import ROOT, assert_one_line_error, run_script
+from conftest import assert_one_line_error, run_script
 
-sys.path.insert(0, str(ROOT / "training"))
-import average_checkpoints as average_script  # noqa: E402
-import train  # noqa: E402
-import tune_decoding  # noqa: E402
+
+def run_ok(script: str, *arguments: str):
+    result = run_script(script, *arguments, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
 
 
 def lengths(seed: int, count: int = 500) -> tuple[list[int], list[int]]:
@@ -86,7 +94,7 @@ def test_the_last_checkpoints_must_be_evenly_spaced(tmp_path):
 
 def small_run(demo_files, output_dir, *extra):
     return [
-        "--preset", "tiny", "--vocab_size", "600", "--config_overrides",
+        "--shape", "tiny", "--vocab_size", "600", "--config_overrides",
         "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64",
         "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
         "--output_dir", str(output_dir), "--warmup_steps", "2", "--use_cpu", "true", "--disable_tqdm", "true",
@@ -98,21 +106,20 @@ def test_training_by_tokens_with_averaging_gives_the_mean_of_the_last_checkpoint
     out = tmp_path / "run"
     recipe = ["--batch_tokens", "600", "--max_steps", "6", "--save_strategy", "steps", "--save_steps", "2",
               "--average_checkpoints", "3", "--bf16", "true"]  # fmt: skip
-    assert train.main(small_run(demo_files, out, *recipe)) == 0
+    run_ok("train.py", *small_run(demo_files, out, *recipe))
     averaged = load_file(out / "hub" / "model.safetensors")
     checkpoints = [load_file(out / f"checkpoint-{step}" / "model.safetensors") for step in (2, 4, 6)]
     for name, tensor in averaged.items():
         expected = sum(checkpoint[name].double() for checkpoint in checkpoints) / 3
         torch.testing.assert_close(tensor.double(), expected, atol=1e-6, rtol=1e-6)
     assert any(not torch.equal(tensor, checkpoints[-1][name]) for name, tensor in averaged.items())
-    config = json.loads((out / "hub" / "config.json").read_text())
-    assert config["label_smoothing"] == 0.1  # the paper's, in the model's own loss
+    assert "label_smoothing" not in json.loads((out / "hub" / "config.json").read_text())  # the run's, not the model's
 
 
 def test_the_averaging_script_writes_a_loadable_model(demo_files, tmp_path):
     out = tmp_path / "run"
-    assert train.main(small_run(demo_files, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2")) == 0
-    assert average_script.main(["--run_dir", str(out), "--last", "2", "--output_dir", str(tmp_path / "averaged")]) == 0
+    run_ok("train.py", *small_run(demo_files, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2"))
+    run_ok("average_checkpoints.py", "--run_dir", str(out), "--last", "2", "--output_dir", str(tmp_path / "averaged"))
     from transformers import AutoModelForSeq2SeqLM
 
     model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "averaged")
@@ -138,8 +145,10 @@ def test_recipe_options_that_cannot_work_stop_the_run(demo_files, tmp_path, flag
 
 def test_translations_are_in_the_given_order_and_their_length_follows_the_source(text_model, tokenizer):
     texts = ["I like tea.", "The cat is sleeping on the sofa and my brother reads three books.", "Hi."]
-    together = translate_texts(text_model, tokenizer, texts, batch_size=2, num_beams=1)
-    one_by_one = [translate_texts(text_model, tokenizer, [text], num_beams=1)[0] for text in texts]
+    text_model.generation_config.english_casing = False  # the tokens as generated, to count them
+    translator = TransformersTranslator(text_model, tokenizer)
+    together = translator.translate(texts, batch_size=2, num_beams=1)
+    one_by_one = [translator.translate([text], num_beams=1)[0] for text in texts]
     assert together == one_by_one
     for text, translation in zip(texts, together):
         source_length = len(tokenizer(text)["input_ids"])
@@ -147,29 +156,54 @@ def test_translations_are_in_the_given_order_and_their_length_follows_the_source
     assert translation_length_limit(3, 64) == 16 and translation_length_limit(100, 64) == 64
 
 
-def test_decoding_settings_are_chosen_on_dev_and_written_into_the_generation_config(trained_demo_model, demo_files, tmp_path, capsys):
-    import shutil
-
+def test_decoding_settings_are_chosen_on_dev_and_written_into_the_generation_config(trained_demo_model, demo_files, tmp_path):
     folder = tmp_path / "model"
     shutil.copytree(trained_demo_model, folder)
     arguments = ["--model", str(folder), "--source_file", str(demo_files / "validation.en"),
                  "--reference_file", str(demo_files / "validation.ja"), "--target_lang", "ja",
                  "--num_beams", "1", "2", "--length_penalty", "0.5", "1.5"]  # fmt: skip
-    assert tune_decoding.main(arguments) == 0
-    result = json.loads([line for line in capsys.readouterr().out.splitlines() if line.startswith("{")][0])
+    output = run_ok("tune_decoding.py", *arguments).stdout
+    result = json.loads([line for line in output.splitlines() if line.startswith("{")][0])
     assert [(r["num_beams"], r["length_penalty"]) for r in result["tried"]] == [(1, 1.0), (2, 0.5), (2, 1.5)]
     best = max(result["tried"], key=lambda r: (r["bleu"], -r["seconds"]))
     generation = json.loads((folder / "generation_config.json").read_text())
     assert (generation["num_beams"], generation.get("length_penalty", 1.0)) == (best["num_beams"], best["length_penalty"])
 
 
-def test_train_py_restarts_itself_with_the_allocator_settings_unless_they_are_set():
-    calls = []
-    train.restart_with_allocator_settings(["train.py", "--max_steps", "5"], {"HOME": "/root"}, lambda *args: calls.append(args))
-    if sys.platform == "linux":
-        executable, argv, environment = calls[0]
-        assert argv[1:] == ["train.py", "--max_steps", "5"] and environment["HOME"] == "/root"
-        assert environment["GLIBC_TUNABLES"] == train.MALLOC_SETTINGS
-    calls.clear()
-    train.restart_with_allocator_settings(["train.py"], {"GLIBC_TUNABLES": "mine"}, lambda *args: calls.append(args))
-    assert calls == []
+    assert generation["target_lang"] == "ja"  # what training wrote stays beside the choice
+
+
+MMAPPED_BYTES = """
+import ctypes, sys
+from hf_tiny_transformer.hardware import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+class Info(ctypes.Structure):  # glibc's struct mallinfo2: ten size_t
+    _fields_ = [(name, ctypes.c_size_t) for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+libc.mallinfo2.restype = Info
+before = libc.mallinfo2().hblkhd
+buffer = libc.malloc(64 << 20)  # a 64 MiB tensor's worth
+print(libc.mallinfo2().hblkhd - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_the_allocator_keeps_freed_memory_without_restarting_the_process():
+    """train.py sets glibc's thresholds in its own process (mallopt), where it used to re-execute itself: a large
+    buffer then comes from the heap, which keeps it for the next step, instead of a fresh mmap that is returned."""
+    mmapped = {mode: int(subprocess.run([sys.executable, "-c", MMAPPED_BYTES, mode], capture_output=True, text=True,
+                                          check=True).stdout) for mode in ("default", "keep")}  # fmt: skip
+    assert mmapped["default"] >= 64 << 20 and mmapped["keep"] == 0
+
+
+def test_the_newest_complete_checkpoint_is_resumed(tmp_path):
+    """A kill during a save leaves a checkpoint without its trainer_state.json (Trainer writes it last)."""
+    for step in (2, 4, 6):
+        save_weights(tmp_path / f"checkpoint-{step}", {"a": torch.zeros(1)})
+        if step < 6:
+            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    assert not is_complete_checkpoint(tmp_path / "checkpoint-6") and is_complete_checkpoint(tmp_path / "checkpoint-4")
+    assert last_complete_checkpoint(tmp_path).name == "checkpoint-4"
+    assert last_complete_checkpoint(tmp_path / "nothing") is None

@@ -83,7 +83,7 @@ def reschedule(args, optimizer, lr_scheduler, num_training_steps: int):
         num_training_steps=num_training_steps,
         scheduler_specific_kwargs=args.lr_scheduler_kwargs,
     )
-    lr_scheduler.lr_lambdas = schedule.lr_lambdas
+    lr_scheduler.lr_lambdas = schedule.lr_lambdas * len(optimizer.param_groups)  # one schedule for every group
     for group, base, factor in zip(optimizer.param_groups, lr_scheduler.base_lrs, lr_scheduler.lr_lambdas):
         group["lr"] = base * factor(lr_scheduler.last_epoch)
 

@@ -56,7 +56,8 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         "Steps": f"{metrics['train_steps']} in {metrics['train_runtime_s'] / 60:.1f} minutes on {metrics['machine']}",
         "Batches": batches,
         "Optimizer": f"Adam (beta1 {args.adam_beta1}, beta2 {args.adam_beta2}, epsilon {args.adam_epsilon}), peak "
-        f"learning rate {args.learning_rate}, {args.lr_scheduler_type} schedule, {args.warmup_steps} warmup steps",
+        f"learning rate {args.learning_rate}, {getattr(args.lr_scheduler_type, 'value', args.lr_scheduler_type)} "
+        f"schedule, {args.get_warmup_steps(metrics['train_steps'])} warmup steps",
         "Label smoothing": f"{args.label_smoothing_factor} (in the training loss; the saved model's loss is plain "
         "cross-entropy)",
         "Dropout": f"{getattr(config, 'dropout', None)} (attention {getattr(config, 'attention_dropout', None)}, "
