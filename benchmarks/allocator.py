@@ -1,10 +1,11 @@
-"""Training speed with glibc's default allocator settings and with train.py's (MALLOC_SETTINGS), each measured in
-fresh processes that take turns, since the settings are read when a process starts.
+"""Training speed with glibc's default allocator settings and with train.py's (`hardware.keep_freed_memory`, glibc's
+mallopt called in the process), each measured in fresh processes that take turns.
 
     python benchmarks/allocator.py [--rounds 3]
 
 Each process runs `speed_vs_marian.py --skip_paper_base --skip_generation` (a float32 training step of both models
-at the tiny shape, label smoothing 0.1); prints the median tokens/s of each model under each setting.
+at the tiny shape, label smoothing 0.1), with or without `--keep_freed_memory`; prints the median tokens/s of each
+model under each setting.
 """
 
 import argparse
@@ -17,14 +18,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MALLOC_SETTINGS = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296"  # train.py's
 
 
-def training_speed(environment: dict) -> dict[str, float]:
+def training_speed(flags: list[str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         output = Path(folder) / "result.json"
         command = [sys.executable, str(ROOT / "benchmarks" / "speed_vs_marian.py"), "--skip_paper_base",
-                   "--skip_generation", "--output", str(output)]  # fmt: skip
+                   "--skip_generation", "--output", str(output), *flags]  # fmt: skip
+        environment = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
         subprocess.run(command, env=environment, check=True, capture_output=True)
         return json.loads(output.read_text())["table"]["training_fp32"]
 
@@ -33,12 +34,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    default = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
-    settings = {"glibc default": default, "train.py's settings": {**default, "GLIBC_TUNABLES": MALLOC_SETTINGS}}
+    settings = {"glibc default": [], "train.py's setting (keep_freed_memory)": ["--keep_freed_memory"]}
     speeds = {name: {"ours": [], "marian": []} for name in settings}
     for _ in range(args.rounds):
-        for name, environment in settings.items():
-            for model, value in training_speed(environment).items():
+        for name, flags in settings.items():
+            for model, value in training_speed(flags).items():
                 speeds[name][model].append(value)
     print("| allocator | ours, tokens/s | Marian, tokens/s |\n|---|---:|---:|")
     for name, values in speeds.items():

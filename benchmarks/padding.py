@@ -1,5 +1,5 @@
 """How much of a training batch is padding: batches of 64 pairs (random, or Trainer's group_by_length, the earlier
-presets) against batches by tokens (TokenBatchSampler, the presets now), on small_parallel_enja.
+recipes) against batches by tokens (TokenBatchSampler, the recipes now), on small_parallel_enja.
 
     python benchmarks/padding.py --tokenizer runs/en-ja/tokenizer [--batch_tokens 4096]
 
@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from hf_tiny_transformer import read_parallel
-from hf_tiny_transformer.batching import TokenBatchSampler, padding_fraction
+from hf_tiny_transformer.data.batching import TokenBatchSampler, padding_fraction
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -7,12 +7,12 @@ Both models are built with random weights at the `tiny` shape (and, for one trai
 first, then timed `--repeats` times with the two models taking turns, and the median is reported:
 - training: tokens/s (source + target tokens) of one forward + backward + AdamW step on a batch of 64
   sentence pairs, 16 source and 16 target tokens each, with label smoothing 0.1 as train.py computes it (ours
-  in the model's loss, Marian by Trainer's LabelSmoother); in float32, and with --bf16 also in bfloat16 (CPU
+  by the fused loss TranslationTrainer hands Trainer, Marian by Trainer's LabelSmoother); in float32, and with --bf16 also in bfloat16 (CPU
   autocast, Trainer's --bf16) for both and ours in bfloat16 against Marian in float32 (the library's default);
 - generation: new tokens/s of `generate()` with 24 new tokens forced by min_new_tokens = max_new_tokens, so
   that both models do the same work: greedy at batch 1, greedy at batch 32, beam 4 at batch 8;
 - with --ctranslate2, the same generation workloads with our model exported to CTranslate2 (float32 and int8
-  weights, `hf_tiny_transformer.serving`), each against Marian in transformers;
+  weights, `hf_tiny_transformer.serving.ctranslate2`), each against Marian in transformers;
 - memory: the peak of tensor memory during one training step (parameters, gradients, optimizer state,
   activations and temporaries): every tensor storage alive at the start or created by an operator during
   the step is counted until it is freed.
@@ -35,8 +35,10 @@ from torch.utils.weak import WeakIdKeyDictionary
 from transformers import GenerationConfig
 from transformers.trainer_pt_utils import LabelSmoother
 
-from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_preset
+from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
+from hf_tiny_transformer.hardware import keep_freed_memory
 from hf_tiny_transformer.marian import marian_of_the_same_shape
+from hf_tiny_transformer.training.trainer import LabelSmoothing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,13 +73,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="label-smooth our model's loss with Trainer's LabelSmoother too, as train.py did before the loss moved "
         "into the model (to measure what that move bought)",
     )
+    parser.add_argument(
+        "--keep_freed_memory", action="store_true", help="glibc keeps freed memory (train.py's allocator setting)"
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "result.json")
     return parser.parse_args(argv)
 
 
 def build_models(preset: str, vocab_size: int | None, device: str) -> dict[str, torch.nn.Module]:
     """Ours and Marian at the same shape, random weights, on `device`."""
-    config = load_preset(preset, **({"vocab_size": vocab_size} if vocab_size else {}))
+    config = load_shape(preset, **({"vocab_size": vocab_size} if vocab_size else {}))
     torch.manual_seed(0)
     ours = TinyTransformerForConditionalGeneration(config)
     torch.manual_seed(0)
@@ -97,20 +102,20 @@ def synchronize(device: str):
 
 class TrainingStep:
     """One forward + backward + AdamW step of `model` on `batch`, as a callable, with label smoothing 0.1 computed
-    as each model computes it under train.py: ours in its own loss, Marian's by Trainer's LabelSmoother on its
-    logits (Trainer then keeps the labels out of the model). `bf16`: forward and loss under CPU autocast, as
-    Trainer's --bf16 does."""
+    from the logits as Trainer computes it under train.py (the labels kept out of the model): ours by the fused
+    loss TranslationTrainer hands Trainer (`training.trainer.LabelSmoothing`), Marian's by Trainer's own
+    LabelSmoother. `bf16`: forward and loss under CPU autocast, as Trainer's --bf16 does."""
 
     def __init__(self, model: torch.nn.Module, batch: dict, device: str, bf16: bool, smoother_for_ours: bool = False):
         self.model, self.device, self.bf16 = model.train(), device, bf16
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        labels = batch["labels"]
+        decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+        self.batch = {**{k: v for k, v in batch.items() if k != "labels"}, "decoder_input_ids": decoder_input_ids}
         if isinstance(model, TinyTransformerForConditionalGeneration) and not smoother_for_ours:
-            model.config.label_smoothing = LABEL_SMOOTHING
-            self.batch, self.loss = batch, lambda outputs: outputs.loss
+            fused = LabelSmoothing(LABEL_SMOOTHING)
+            self.loss = lambda outputs: fused(outputs, labels)
         else:
-            labels = batch["labels"]
-            decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
-            self.batch = {**{k: v for k, v in batch.items() if k != "labels"}, "decoder_input_ids": decoder_input_ids}
             smoother = LabelSmoother(epsilon=LABEL_SMOOTHING)
             self.loss = lambda outputs: smoother(outputs, labels)
 
@@ -262,7 +267,7 @@ def ctranslate2_runs(model, input_ids: torch.Tensor, num_beams: int, folders: di
 
 def export_for_ctranslate2(model, folder: Path) -> dict[str, Path]:
     """`model` exported with float32 and with int8 weights, its vocabulary named t0, t1, ... (random weights)."""
-    from hf_tiny_transformer.serving import convert, model_spec
+    from hf_tiny_transformer.serving.ctranslate2 import convert, model_spec
 
     vocabulary = ["<pad>", "<s>", "</s>", "<unk>", *(f"t{i}" for i in range(4, model.config.vocab_size))]
     folders = {}
@@ -292,6 +297,8 @@ def measure_generation(args) -> dict[str, dict[str, float]]:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.keep_freed_memory:
+        keep_freed_memory()
     table = {}  # measurement -> {"ours": value, "marian": value}
     table.update(measure_training("tiny", args.vocab_size, args))
     if not args.skip_generation:

@@ -1,20 +1,21 @@
 """Training speed of the project's recommended mode against transformers' MarianMTModel as a user gets it by
 default, on the real corpus, in source tokens a second without padding.
 
-    python benchmarks/training_modes.py [--preset training/presets/ja-en.json] [--tokenizer runs/ja-en/tokenizer]
+    python benchmarks/training_modes.py [--recipe recipes/ja-en.json] [--tokenizer runs/ja-en/tokenizer]
         [--max_steps 150] [--rounds 2] [--corpus_dir DIR]
 
-Every run is a fresh `training/train.py` process with the preset's recipe, less its checkpoints, averaging and test
-translation, for --max_steps steps; Trainer counts the source tokens it trains on without padding
+Every run is a fresh `scripts/train.py` process with the recipe, less its time budget, checkpoints, averaging and
+test translation, for --max_steps steps; Trainer counts the source tokens it trains on without padding
 (`--include_num_input_tokens_seen non_padding`), divided by its training time. The modes take turns for --rounds
 rounds; medians.
-- ours, recommended: the preset as it is (batches of --batch_tokens tokens, label smoothing inside the model's
-  loss, train.py's allocator settings);
-- Marian, the same flags: the same with `--architecture marian` (label smoothing by Trainer's LabelSmoother);
-- Marian, Trainer's defaults: `--architecture marian`, batches of 64 pairs in Trainer's random order
-  (`--train_sampling_strategy random`), glibc's default allocator (GLIBC_TUNABLES set empty, which train.py
-  leaves as it is).
-All in float32. Prints a table and one JSON line; writes runs/speed/training_modes.json.
+- ours, recommended: the recipe as it is (batches of --batch_tokens tokens, the fused label-smoothed loss, train.py's
+  allocator setting, --precision auto: bfloat16 where the hardware has it);
+- ours, float32: the same with --precision fp32 (on a CPU without bfloat16 instructions, the same as the above);
+- Marian, the same flags: the recommended mode with `--architecture marian`;
+- Marian, Trainer's defaults: `--architecture marian`, float32, batches of 64 pairs in Trainer's random order
+  (`--train_sampling_strategy random`), glibc's default allocator (its default thresholds in GLIBC_TUNABLES, which
+  train.py then leaves as they are).
+Prints a table and one JSON line; writes runs/speed/training_modes.json.
 """
 
 import argparse
@@ -26,27 +27,31 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.cli import ArgumentParser, UsageError, at_least, read_json_object, run, write_text_atomically
+from hf_tiny_transformer.cli import ArgumentParser, UsageError, at_least, run
+from hf_tiny_transformer.data.files import read_json_object
+from hf_tiny_transformer.saving_tiny_transformer import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_ALLOCATOR = {"GLIBC_TUNABLES": ""}  # set, so train.py does not re-execute itself with its own settings
-MODES = {  # flags replacing the preset's (None: the flag removed), environment
+# glibc's own default thresholds, set by hand: train.py then leaves the allocator as it is
+DEFAULT_ALLOCATOR = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072"}
+MODES = {  # flags replacing the recipe's (None: the flag removed), environment
     "ours, recommended": ({}, {}),
+    "ours, float32": ({"precision": "fp32"}, {}),
     "Marian, the same flags": ({"architecture": "marian"}, {}),
     "Marian, Trainer's defaults": (
         {"architecture": "marian", "batch_tokens": None, "per_device_train_batch_size": 64,
-         "train_sampling_strategy": "random"}, DEFAULT_ALLOCATOR
+         "train_sampling_strategy": "random", "precision": "fp32"}, DEFAULT_ALLOCATOR
     ),
 }
 NOT_TIMED = {"average_checkpoints": None, "save_steps": None, "save_total_limit": None, "save_strategy": "no",
-             "do_predict": False, "eval_strategy": "no"}  # fmt: skip
+             "do_predict": False, "eval_strategy": "no", "time_budget_minutes": None}  # fmt: skip
 
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", default=str(ROOT / "training" / "presets" / "ja-en.json"))
+    parser.add_argument("--recipe", default=str(ROOT / "recipes" / "ja-en.json"))
     parser.add_argument("--tokenizer", help="a saved tokenizer, e.g. runs/ja-en/tokenizer; default: each run trains one")
-    parser.add_argument("--corpus_dir", help="default: the preset's")
+    parser.add_argument("--corpus_dir", help="default: the recipe's")
     parser.add_argument("--max_steps", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "training_modes.json")
@@ -59,9 +64,9 @@ def parse_args(argv=None):
     return args
 
 
-def flags_file(preset: dict, changes: dict, args, output_dir: Path) -> Path:
-    """The preset with `changes` and this benchmark's settings, as a JSON flags file for train.py."""
-    flags = {**preset, **NOT_TIMED, **changes, "max_steps": args.max_steps, "output_dir": str(output_dir),
+def flags_file(recipe: dict, changes: dict, args, output_dir: Path) -> Path:
+    """The recipe with `changes` and this benchmark's settings, as a JSON recipe for train.py."""
+    flags = {**recipe, **NOT_TIMED, **changes, "max_steps": args.max_steps, "output_dir": str(output_dir),
              "include_num_input_tokens_seen": "non_padding", "disable_tqdm": True}  # fmt: skip
     flags.update({"corpus_dir": args.corpus_dir} if args.corpus_dir else {})
     flags.update({"tokenizer_name": args.tokenizer} if args.tokenizer else {})
@@ -70,10 +75,10 @@ def flags_file(preset: dict, changes: dict, args, output_dir: Path) -> Path:
     return path
 
 
-def tokens_per_second(preset: dict, mode: str, args, folder: Path) -> float:
+def tokens_per_second(recipe: dict, mode: str, args, folder: Path) -> float:
     changes, environment = MODES[mode]
     output_dir = folder / mode.replace(" ", "_").replace(",", "").replace("'", "")
-    command = [sys.executable, str(ROOT / "training" / "train.py"), str(flags_file(preset, changes, args, output_dir)),
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"), str(flags_file(recipe, changes, args, output_dir)),
                "--overwrite_output_dir", "true", *args.extra]  # fmt: skip
     result = subprocess.run(command, check=False, cwd=ROOT, env={**os.environ, **environment}, capture_output=True, text=True)
     if result.returncode != 0:
@@ -85,21 +90,21 @@ def tokens_per_second(preset: dict, mode: str, args, folder: Path) -> float:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    preset = read_json_object(args.preset, "--preset")
+    recipe = read_json_object(args.recipe, "--recipe")
     speeds = {mode: [] for mode in MODES}
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(args.rounds):
             for mode in MODES:
-                speeds[mode].append(tokens_per_second(preset, mode, args, Path(folder)))
+                speeds[mode].append(tokens_per_second(recipe, mode, args, Path(folder)))
     medians = {mode: statistics.median(values) for mode, values in speeds.items()}
     recommended = medians["ours, recommended"]
-    print(f"{Path(args.preset).name}, {args.max_steps} steps a run, {args.rounds} rounds, float32")
+    print(f"{Path(args.recipe).name}, {args.max_steps} steps a run, {args.rounds} rounds")
     print("| mode | source tokens/s (no padding) | ours, recommended / this |\n|---|---:|---:|")
     for mode, value in medians.items():
         print(f"| {mode} | {value:,.0f} | {recommended / value:.2f} |")
-    result = {"preset": Path(args.preset).name, "max_steps": args.max_steps, "speeds": speeds, "medians": medians}
+    result = {"recipe": Path(args.recipe).name, "max_steps": args.max_steps, "speeds": speeds, "medians": medians}
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(args.output, json.dumps(result, indent=2) + "\n")
+    write_atomically(args.output, json.dumps(result, indent=2) + "\n")
     print(json.dumps({mode: round(recommended / value, 2) for mode, value in medians.items()}))
 
 

@@ -172,8 +172,8 @@ def keep_freed_memory() -> bool:
     """Tell glibc's allocator to keep the memory a training step frees for the next step, instead of returning it
     to the system and faulting fresh pages in again (+6-8 % training speed measured on CPU, benchmarks/allocator.py):
     no buffer up to 2 GiB is mmap'ed, and the heap is never trimmed. Affects this process's later allocations;
-    False where there is no glibc."""
-    if not sys.platform.startswith("linux"):
+    False where there is no glibc, or where the user set glibc's malloc tunables (GLIBC_TUNABLES) themselves."""
+    if not sys.platform.startswith("linux") or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", ""):
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -26,7 +26,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import transformers  # noqa: E402
-from transformers import AutoConfig, AutoTokenizer, DataCollatorForSeq2Seq, set_seed  # noqa: E402
+from transformers import AutoTokenizer, DataCollatorForSeq2Seq, set_seed  # noqa: E402
 from transformers.trainer_callback import ProgressCallback  # noqa: E402
 from transformers.trainer_utils import sort_checkpoints  # noqa: E402
 

@@ -60,12 +60,12 @@ def test_training_modes_benchmark_runs_every_mode(demo_files, tmp_path):
     output = tmp_path / "modes.json"
     small = "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1"
     command = [sys.executable, str(ROOT / "benchmarks" / "training_modes.py"),
-               "--preset", str(ROOT / "training" / "presets" / "en-ja.json"), "--corpus_dir", str(corpus), "--max_steps", "2", "--rounds", "1", "--output", str(output),
+               "--recipe", str(ROOT / "recipes" / "en-ja.json"), "--corpus_dir", str(corpus), "--max_steps", "2", "--rounds", "1", "--output", str(output),
                "--extra", "--vocab_size", "300", "--config_overrides", small]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     ratios = json.loads(result.stdout.strip().splitlines()[-1])
-    assert set(ratios) == {"ours, recommended", "Marian, the same flags", "Marian, Trainer's defaults"}
+    assert set(ratios) == {"ours, recommended", "ours, float32", "Marian, the same flags", "Marian, Trainer's defaults"}
     assert ratios["ours, recommended"] == 1.0
     speeds = json.loads(output.read_text())["speeds"]
     assert all(len(values) == 1 and values[0] > 0 for values in speeds.values())

@@ -2,7 +2,6 @@
 browser), and the Hub Space folder."""
 
 import fcntl
-import io
 import json
 import os
 import pty
@@ -16,12 +15,9 @@ import termios
 import pytest
 
 from hf_tiny_transformer import model_card, save_for_hub
-from hf_tiny_transformer.visualization import attention_weights
+from hf_tiny_transformer.demo.visualization import attention_weights
 
 from conftest import ROOT, run_without_package
-
-sys.path.insert(0, str(ROOT / "training"))
-import translate  # noqa: E402
 
 
 def run_in_terminal(arguments: list[str], timeout: float = 300) -> str:
@@ -49,8 +45,8 @@ def run_in_terminal(arguments: list[str], timeout: float = 300) -> str:
 
 def small_training(demo_files, output_dir, *extra: str) -> list[str]:
     return [
-        sys.executable, str(ROOT / "training" / "train.py"),
-        "--preset", "tiny", "--vocab_size", "600", "--config_overrides",
+        sys.executable, str(ROOT / "scripts" / "train.py"),
+        "--shape", "tiny", "--vocab_size", "600", "--config_overrides",
         "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64",
         "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
         "--output_dir", str(output_dir), "--max_steps", "8", "--logging_steps", "4", "--warmup_steps", "2",
@@ -75,7 +71,7 @@ def test_training_into_a_log_file_writes_progress_lines_not_bars(demo_files, tmp
 
 
 def test_evaluation_shows_a_bar_over_sentences_only_at_a_terminal(trained_demo_model, demo_files, tmp_path):
-    arguments = [sys.executable, str(ROOT / "training" / "evaluate_model.py"), "--model", str(trained_demo_model),
+    arguments = [sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), "--model", str(trained_demo_model),
                  "--source_file", str(demo_files / "validation.en"), "--reference_file", str(demo_files / "validation.ja"),
                  "--num_beams", "1", "--batch_size", "8"]  # fmt: skip
     at_terminal = run_in_terminal(arguments)
@@ -84,22 +80,31 @@ def test_evaluation_shows_a_bar_over_sentences_only_at_a_terminal(trained_demo_m
     assert to_file.returncode == 0 and "\r" not in to_file.stderr and "translating" not in to_file.stderr
 
 
-def test_translate_arguments_and_standard_input(trained_demo_model, demo_files, monkeypatch, capsys):
-    from hf_tiny_transformer.cli import load_translator
+def translate_py(*arguments: str, input: str | None = None) -> subprocess.CompletedProcess:
+    """scripts/translate.py in a fresh process, standard input given (or none)."""
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "translate.py"), *arguments], input=input or "",
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def test_translate_arguments_and_standard_input(trained_demo_model, demo_files):
+    from hf_tiny_transformer.serving.translator import load_translator
 
     sentences = (demo_files / "validation.en").read_text(encoding="utf-8").splitlines()[:5]
-    expected = load_translator(str(trained_demo_model), "transformers", False).translate(sentences)
-    assert translate.main(["--model", str(trained_demo_model), *sentences[:2]]) == 0
-    assert capsys.readouterr().out.splitlines() == expected[:2]
-    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join([sentences[2], "", sentences[3], "  ", sentences[4]]) + "\n"))
-    assert translate.main(["--model", str(trained_demo_model), "--batch_size", "2"]) == 0
-    assert capsys.readouterr().out.splitlines() == [expected[2], "", expected[3], "", expected[4]]
+    expected = load_translator(str(trained_demo_model)).translate(sentences)
+    assert translate_py("--model", str(trained_demo_model), *sentences[:2]).stdout.splitlines() == expected[:2]
+    lines = "\n".join([sentences[2], "", sentences[3], "  ", sentences[4]]) + "\n"
+    result = translate_py("--model", str(trained_demo_model), "--batch_size", "2", input=lines)
+    assert result.stdout.splitlines() == [expected[2], "", expected[3], "", expected[4]]
+    only_blank = translate_py("--model", str(trained_demo_model), "", "  ")  # nothing to translate: blank lines
+    assert only_blank.stdout == "\n\n"
 
 
 def test_translate_reads_a_pipe_line_by_line(trained_demo_model, demo_files):
     sentences = (demo_files / "test.en").read_text(encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, str(ROOT / "training" / "translate.py"), "--model", str(trained_demo_model), "--batch_size", "16"],
+        [sys.executable, str(ROOT / "scripts" / "translate.py"), "--model", str(trained_demo_model), "--batch_size", "16"],
         input=sentences, capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
@@ -118,9 +123,10 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def demo_page(trained_demo_model):
     """The demo page of the trained demo model, running on a free local port."""
-    from hf_tiny_transformer.app import build_app, load
+    from hf_tiny_transformer.cli import load_model_folder
+    from hf_tiny_transformer.demo.app import build_app
 
-    model, tokenizer = load(str(trained_demo_model))
+    model, tokenizer = load_model_folder(str(trained_demo_model))
     app = build_app(model, tokenizer, ["I eat cake."])
     _, url, _ = app.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     yield url, model, tokenizer
@@ -132,8 +138,8 @@ def test_the_demo_page_translates_and_draws_through_its_api(demo_page):
     from PIL import Image
 
     url, model, tokenizer = demo_page
-    translation, image = Client(url, verbose=False).predict("I eat cake.", "cross", 1, api_name="/translate")
-    assert translation == attention_weights(model, tokenizer, "I eat cake.").target_text
+    translation, image, note = Client(url, verbose=False).predict("I eat cake.", "cross", 1, api_name="/translate")
+    assert translation == attention_weights(model, tokenizer, "I eat cake.").target_text and note == ""
     assert translation.endswith("。")
     with Image.open(image) as picture:
         assert picture.format in ("PNG", "WEBP") and picture.width > 200 and picture.height > 200
@@ -144,7 +150,7 @@ def test_the_demo_page_in_a_real_browser(demo_page, tmp_path):
         if os.environ.get("CI"):
             pytest.fail("CI installs chromium and chromium-driver (.ci/run); they are missing")
         pytest.skip("Debian's chromium and chromium-driver are not installed")
-    from hf_tiny_transformer.app import use_in_browser
+    from hf_tiny_transformer.demo.app import use_in_browser
 
     url, model, tokenizer = demo_page
     screenshot = tmp_path / "page.png"
@@ -161,13 +167,13 @@ def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo
     save_for_hub(model, tokenizer, tmp_path / "hub", card, space_folder=tmp_path / "space")
     space = tmp_path / "space"
     assert {"app.py", "requirements.txt", "README.md", "model.safetensors", "tokenizer.json"} <= {p.name for p in space.iterdir()}
-    assert (space / "hf_tiny_transformer" / "app.py").is_file()
+    assert (space / "hf_tiny_transformer" / "demo" / "app.py").is_file()
     assert "sdk: \"gradio\"" in (space / "README.md").read_text() and "app_file: \"app.py\"" in (space / "README.md").read_text()
     script = (
         "import json, os, sys\nsys.path.insert(0, os.getcwd())\nimport hf_tiny_transformer\n"
         "assert hf_tiny_transformer.__file__.startswith(os.getcwd()), hf_tiny_transformer.__file__\n"
-        "from hf_tiny_transformer.app import Demo, load\n"
-        "translation, picture = Demo(*load('.')).translate_and_draw('I eat cake.', 'cross', 1)\n"
+        "from hf_tiny_transformer.cli import load_model_folder\nfrom hf_tiny_transformer.demo.app import Demo\n"
+        "translation, picture, note = Demo(*load_model_folder('.')).translate_and_draw('I eat cake.', 'cross', 1)\n"
         "print(json.dumps([translation, picture.size[0] > 200]))"
     )
     result = json.loads(run_without_package(script, cwd=space))
