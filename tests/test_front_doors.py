@@ -12,7 +12,7 @@ from hf_tiny_transformer import TranslationPipeline
 from hf_tiny_transformer.serving.translator import TransformersTranslator
 from hf_tiny_transformer.text_tiny_transformer import english_casing, sentences
 
-from conftest import ROOT
+from conftest import ROOT, tiny_model
 
 ENGLISH_PARAGRAPHS = [
     "I really like green tea. The cat is sleeping on the sofa. She doesn't drink coffee in the morning. "
@@ -29,12 +29,16 @@ JAPANESE_PARAGRAPHS = [
 DOCUMENTS = {"en": "\n\n".join(ENGLISH_PARAGRAPHS), "ja": "\n\n".join(JAPANESE_PARAGRAPHS)}
 
 
+MAX_POSITIONS = 24  # the model's positional table: each paragraph is longer, each sentence fits
+
+
 @pytest.fixture
-def model(text_model):
+def model(tokenizer):
     """A random model of the test tokenizer's vocabulary, whose output is joined with spaces and left uncased."""
-    text_model.generation_config.update(target_lang="en", english_casing=False, max_length=20)
-    text_model.generation_config._from_model_config = False  # kept in a saved folder
-    return text_model
+    model = tiny_model(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS)
+    model.generation_config.target_lang, model.generation_config.english_casing = "en", False
+    model.generation_config._from_model_config = False  # kept in a saved folder
+    return model
 
 
 @pytest.fixture
@@ -54,7 +58,7 @@ def expected_document(document: str, lang: str, translate_one) -> str:
 
 def assert_too_long(tokenizer, document: str):
     for paragraph in document.split("\n\n"):
-        assert len(tokenizer(paragraph)["input_ids"]) > 64  # the model's max_position_embeddings
+        assert len(tokenizer(paragraph)["input_ids"]) > MAX_POSITIONS
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -64,7 +68,7 @@ def test_the_pipeline_translates_a_long_document_sentence_by_sentence(model, tok
     translate = TranslationPipeline(model=model, tokenizer=tokenizer)
     expected = expected_document(document, lang, lambda sentence: translate(sentence)[0]["translation_text"])
     assert translate(document)[0]["translation_text"] == expected
-    assert "longer than the model takes at once (64 tokens): translated sentence by sentence" in caplog.text
+    assert f"longer than the model takes at once ({MAX_POSITIONS} tokens): translated sentence by sentence" in caplog.text
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -128,10 +132,16 @@ def test_the_demo_page_translates_a_long_text_whole_and_says_so(model, tokenizer
 
 def test_english_output_is_cased_unless_the_generation_config_says_no(model, tokenizer):
     """The models are trained on lowercased text: English output gets capitals at sentence starts and for I."""
-    raw = TransformersTranslator(model, tokenizer).translate(ENGLISH_PARAGRAPHS[:1])[0]
-    model.generation_config.english_casing = None  # the default: cased where the target is English
-    cased = TransformersTranslator(model, tokenizer).translate(ENGLISH_PARAGRAPHS[:1])[0]
-    assert cased == english_casing(raw) and cased != raw
-    assert TranslationPipeline(model=model, tokenizer=tokenizer)(ENGLISH_PARAGRAPHS[0])[0]["translation_text"] == cased
-    model.generation_config.target_lang = "ja"  # another target language: left as generated
-    assert TransformersTranslator(model, tokenizer).translate(ENGLISH_PARAGRAPHS[:1])[0] == raw
+    front_doors = {
+        "translator": lambda: TransformersTranslator(model, tokenizer).translate(ENGLISH_PARAGRAPHS[:1])[0],
+        "pipeline": lambda: TranslationPipeline(model=model, tokenizer=tokenizer)(ENGLISH_PARAGRAPHS[0])[0]["translation_text"],
+    }  # fmt: skip
+    for name, translate in front_doors.items():
+        model.generation_config.english_casing = False
+        raw = translate()
+        model.generation_config.english_casing = None  # the default: cased where the target is English
+        cased = translate()
+        assert cased == english_casing(raw) and cased != raw, name
+        model.generation_config.target_lang = "ja"  # another target language: left as generated
+        assert translate().replace(" ", "") == raw.replace(" ", ""), name  # uncased; pieces joined without spaces
+        model.generation_config.target_lang = "en"

@@ -1,0 +1,116 @@
+"""Where a training step's time goes, in float32 and under bfloat16 autocast: torch.profiler's operators grouped by kind.
+
+    python benchmarks/profile_training.py [--steps 20] [--batch_tokens 2048] [--shape tiny] [--precision fp32 bf16]
+
+One step is what train.py runs: forward, the fused label-smoothed loss (training.loss, as TranslationTrainer hands it
+to Trainer), backward and Adam, on batches by tokens of the recipes' size (pairs of 9 + 9 tokens, the corpus's
+average, random ids; no data loading). Each precision is warmed up, then profiled over --steps steps. Prints, per
+precision, the step time, the share of each kind of operator (matrix multiplies, attention, softmax and the loss,
+LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one JSON line; writes
+runs/speed/profile_training.json. On a CPU without bfloat16 instructions the bf16 rows show the emulation's cost.
+"""
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
+from hf_tiny_transformer.hardware import describe, keep_freed_memory
+from hf_tiny_transformer.training.loss import label_smoothed_cross_entropy
+
+ROOT = Path(__file__).resolve().parents[1]
+# Operator name fragments -> kind (the first that matches).
+KINDS = (
+    ("matrix multiplies", ("mm", "matmul", "linear", "addmm", "bmm", "baddbmm")),
+    ("attention", ("scaled_dot_product", "flash_attention", "_efficient_attention")),
+    ("softmax and loss", ("softmax", "logsumexp", "LabelSmoothed", "scatter", "gather", "exp", "log")),
+    ("LayerNorm", ("layer_norm",)),
+    ("casts", ("aten::to", "_to_copy", "copy_", "_autocast")),
+    ("optimizer", ("Optimizer", "adam", "_foreach", "lerp", "addcdiv", "addcmul", "sqrt")),
+)
+
+
+def kind_of(name: str) -> str:
+    return next((kind for kind, fragments in KINDS if any(fragment in name for fragment in fragments)), "other")
+
+
+def batch(vocab_size: int, batch_tokens: int, pair_length: int = 9) -> dict[str, torch.Tensor]:
+    """A batch of the size --batch_tokens makes for pairs of `pair_length` source and target tokens."""
+    pairs = batch_tokens // (2 * pair_length)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, vocab_size, (2, pairs, pair_length), generator=generator)
+    return {"input_ids": ids[0], "attention_mask": torch.ones_like(ids[0]), "labels": ids[1]}
+
+
+def step(model, optimizer, inputs: dict, bf16: bool):
+    """One training step as TranslationTrainer runs it: the labels kept out of the model, the loss from the logits."""
+    labels = inputs["labels"]
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                       decoder_input_ids=decoder_input_ids).logits  # fmt: skip
+        loss = label_smoothed_cross_entropy(logits, labels, 0.1)
+    loss.backward()
+    optimizer.step()
+
+
+def profile_precision(precision: str, args) -> dict:
+    torch.manual_seed(0)
+    model = TinyTransformerForConditionalGeneration(load_shape(args.shape)).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=None)
+    inputs = batch(model.config.vocab_size, args.batch_tokens)
+    bf16 = precision == "bf16"
+    for _ in range(args.warmup):
+        step(model, optimizer, inputs, bf16)
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for _ in range(args.steps):
+            step(model, optimizer, inputs, bf16)
+    seconds = (time.perf_counter() - start) / args.steps
+    events = [event for event in profiler.key_averages() if event.self_cpu_time_total > 0]
+    total = sum(event.self_cpu_time_total for event in events)
+    shares = defaultdict(float)
+    for event in events:
+        shares[kind_of(event.key)] += event.self_cpu_time_total / total
+    slowest = sorted(events, key=lambda event: -event.self_cpu_time_total)[: args.top]
+    tokens = inputs["input_ids"].numel() + inputs["labels"].numel()
+    return {
+        "seconds_per_step": seconds,
+        "tokens_per_second": tokens / seconds,
+        "shares": dict(sorted(shares.items(), key=lambda item: -item[1])),
+        "slowest": [(event.key, event.self_cpu_time_total / total) for event in slowest],
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch_tokens", type=int, default=2048)
+    parser.add_argument("--shape", default="tiny")
+    parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--top", type=int, default=8)
+    parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "profile_training.json")
+    args = parser.parse_args(argv)
+    keep_freed_memory()
+    results = {precision: profile_precision(precision, args) for precision in args.precision}
+    print(describe())
+    for precision, result in results.items():
+        print(f"\n{precision}: {result['seconds_per_step'] * 1000:.0f} ms a step, {result['tokens_per_second']:,.0f} tokens/s")
+        print("| kind | share of operator time |\n|---|---:|")
+        for kind, share in result["shares"].items():
+            print(f"| {kind} | {share:.1%} |")
+        print("slowest: " + ", ".join(f"{name} {share:.1%}" for name, share in result["slowest"]))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({"machine": describe(), **results}, indent=2) + "\n")
+    print(json.dumps({p: {"tokens_per_second": round(r["tokens_per_second"])} for p, r in results.items()}))
+
+
+if __name__ == "__main__":
+    main()
