@@ -206,17 +206,21 @@ def load_model_folder(name: str, flag: str = "--model", trust_remote_code: bool 
         tokenizer = load_part(AutoTokenizer, name, flag, "tokenizer.json", trust_remote_code)
         model, info = load_part(
             AutoModelForSeq2SeqLM, name, flag, "model.safetensors", trust_remote_code,
-            config=config, output_loading_info=True, **model_kwargs,
+            config=config, output_loading_info=True, ignore_mismatched_sizes=True, **model_kwargs,
         )  # fmt: skip
-    wrong = {
-        kind: sorted(info[f"{kind}_keys"]) for kind in ("missing", "unexpected", "mismatched") if info[f"{kind}_keys"]
-    }
-    if wrong:
-        listed = "; ".join(
-            f"{kind}: {', '.join(map(str, keys[:3]))}{' ...' if len(keys) > 3 else ''}" for kind, keys in wrong.items()
-        )
+    wrong = {kind: sorted(map(describe_key, info[f"{kind}_keys"])) for kind in ("missing", "unexpected", "mismatched")}
+    listed = "; ".join(f"{kind}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}" for kind, keys in wrong.items() if keys)
+    if listed:
         raise UsageError(f"{flag} {name}: model.safetensors does not fit config.json ({listed}); save the model again")
     return model, tokenizer
+
+
+def describe_key(key) -> str:
+    """A tensor's name, or for a tensor of the wrong shape (name, saved shape, expected shape) a readable line."""
+    if isinstance(key, tuple):
+        name, saved, expected = key
+        return f"{name} {tuple(saved)} saved, {tuple(expected)} expected"
+    return key
 
 
 def check_model_source(name: str, flag: str):
