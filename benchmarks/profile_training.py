@@ -5,8 +5,8 @@
 One step is what train.py runs: forward, the fused label-smoothed loss (training.loss, as TranslationTrainer hands it
 to Trainer), backward and Adam, on batches by tokens of the recipes' size (pairs of 9 + 9 tokens, the corpus's
 average, random ids; no data loading). Each precision is warmed up, then profiled over --steps steps. Prints, per
-precision, the step time, the share of each kind of operator (matrix multiplies, attention, softmax and the loss,
-LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one JSON line; writes
+precision, the step time, the share of each kind of operator (dropout's random masks, matrix multiplies, attention,
+softmax and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one JSON line; writes
 runs/speed/profile_training.json. On a CPU without bfloat16 instructions the bf16 rows show the emulation's cost.
 """
 
@@ -26,6 +26,7 @@ from hf_tiny_transformer.training.loss import label_smoothed_cross_entropy
 ROOT = Path(__file__).resolve().parents[1]
 # Operator name fragments -> kind (the first that matches).
 KINDS = (
+    ("dropout", ("bernoulli", "dropout")),
     ("matrix multiplies", ("mm", "matmul", "linear", "addmm", "bmm", "baddbmm")),
     ("attention", ("scaled_dot_product", "flash_attention", "_efficient_attention")),
     ("softmax and loss", ("softmax", "logsumexp", "LabelSmoothed", "scatter", "gather", "exp", "log")),
