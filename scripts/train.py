@@ -35,7 +35,7 @@ from hf_tiny_transformer.cli import UsageError, check_output, first_line, load_m
 from hf_tiny_transformer.data.sources import load_pairs  # noqa: E402
 from hf_tiny_transformer.data.tokenizer import lowercases, train_tokenizer  # noqa: E402
 from hf_tiny_transformer.evaluation import scores  # noqa: E402
-from hf_tiny_transformer.hardware import describe, keep_freed_memory  # noqa: E402
+from hf_tiny_transformer.hardware import describe, flush_denormals, keep_freed_memory  # noqa: E402
 from hf_tiny_transformer.marian import marian_of_the_same_shape  # noqa: E402
 from hf_tiny_transformer.training.arguments import parse_arguments  # noqa: E402
 from hf_tiny_transformer.training.budget import TimeBudget, provisional_max_steps  # noqa: E402
@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     keep_freed_memory()  # glibc keeps freed memory for the next step instead of faulting it in again (+6-8 %)
     model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
+    if training_args.flush_denormal:
+        flush_denormals()  # before torch starts its threads, which inherit it
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
 
     # The output folder: a new one, or one whose run is resumed or overwritten, as asked.
@@ -110,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_steps": trainer.state.global_step,
         "precision": training_args.precision_choice.precision,
         "precision_reason": training_args.precision_choice.reason,
+        "flush_denormal": training_args.flush_denormal,
         "machine": describe(),
     }
     if budget:
@@ -224,7 +227,10 @@ def tokenize(tokenizer, data_args):
 def time_budget(training_args, checkpoint: Path | None) -> TimeBudget | None:
     """The budget callback when the run has a budget and no --max_steps (which repeats a budgeted run exactly);
     a resumed budgeted run keeps the step count it fixed."""
-    if not training_args.time_budget_minutes or training_args.max_steps > 0:
+    if training_args.time_budget_minutes and training_args.max_steps > 0:
+        logger.info("--max_steps %d given: the time budget is not used", training_args.max_steps)
+        training_args.time_budget_minutes = None
+    if not training_args.time_budget_minutes:
         return None
     if checkpoint is not None and trained_steps(checkpoint)["max_steps"]:
         training_args.max_steps = trained_steps(checkpoint)["max_steps"]

@@ -227,3 +227,24 @@ def test_describe_with_everything_faked(tmp_path, monkeypatch, fake_cuda):
         describe(cpuinfo)
         == "Old CPU; 96 logical CPUs, torch uses 48 threads; flags: none of AVX2, VNNI, BF16, AMX; no CUDA"
     )
+
+
+DENORMALS_LEFT = """
+import sys, torch
+from hf_tiny_transformer.hardware import flush_denormals
+if sys.argv[1] == "flush":
+    assert flush_denormals()
+torch.set_num_threads(2)
+tiny = torch.full((4_000_000,), 1e-39)  # a denormal float32, in every chunk the intra-op threads take
+print(int((tiny * 1.0 != 0).sum()))
+"""
+
+
+def test_denormals_are_flushed_in_every_thread_torch_starts_after():
+    """FTZ/DAZ set before the first parallel operation reaches the intra-op threads too (they inherit it)."""
+    import subprocess
+    import sys
+
+    left = {mode: int(subprocess.run([sys.executable, "-c", DENORMALS_LEFT, mode], capture_output=True, text=True,
+                                      check=True).stdout) for mode in ("keep", "flush")}  # fmt: skip
+    assert left == {"keep": 4_000_000, "flush": 0}

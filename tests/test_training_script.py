@@ -231,7 +231,8 @@ def test_the_model_card_states_the_recipe_that_ran(demo_files, tmp_path):
     assert lines["Label smoothing"].startswith("0.2 (in the training loss")
     assert "peak learning rate 0.0015, inverse_sqrt schedule, 2 warmup steps" in lines["Optimizer"]
     assert lines["Checkpoint averaging"] == "the last 3 checkpoints (every 2 steps) averaged"
-    assert lines["Precision"] == metrics["precision_reason"] and metrics["precision"] in ("fp32", "bf16")
+    assert lines["Precision"] == metrics["precision_reason"] + "; denormals flushed to zero"
+    assert metrics["precision"] in ("fp32", "bf16") and metrics["flush_denormal"] is True
     config = json.loads((out / "hub" / "config.json").read_text())
     assert "label_smoothing" not in config  # a training setting, never the model's
     generation = json.loads((out / "hub" / "generation_config.json").read_text())

@@ -5,10 +5,12 @@
 Machines differ by 2x even in float32, so a fixed step count wastes a fast machine's budget or overruns a slow
 one's. As in the "cramming" line of work (a fixed compute budget, the schedule in fractions of it), the callback
 times the steps of the first `probe` share of the budget (at least `min_steps` steps, the first `skip` left out as
-warm-up), then fixes `max_steps` to what the rest of the budget holds, rounded down to whole checkpoint intervals,
-and rebuilds the learning-rate schedule for that many steps. The number is logged and recorded by train.py: the same
-run is repeated exactly with `--max_steps N`, since the measuring steps lie inside the warm-up, which does not
-depend on the number of steps.
+warm-up), then sets `max_steps` to what the rest of the budget holds, in whole checkpoint intervals, and rebuilds
+the learning-rate schedule for that many steps. A step's time drifts during a run (batches by tokens differ, the
+machine is shared), so where the schedule does not depend on the number of steps (inverse square root, constant,
+their warm-ups: the project's recipes), the count is measured again at every checkpoint interval and moved to end
+the run by its deadline. The final number is logged and recorded by train.py: `--max_steps N` repeats the run
+exactly, since the measuring steps lie inside the warm-up, and the schedules that get re-measured do not depend on N.
 """
 
 import logging
@@ -20,6 +22,9 @@ from transformers import TrainerCallback
 from transformers.optimization import get_scheduler
 
 logger = logging.getLogger(__name__)
+
+# Schedules whose learning rate at a step does not depend on the number of steps: the count may move during a run.
+STEP_COUNT_FREE = {"inverse_sqrt", "constant", "constant_with_warmup"}
 
 
 class TimeBudget(TrainerCallback):
@@ -35,10 +40,11 @@ class TimeBudget(TrainerCallback):
 
     def __init__(self, deadline: float, reserve_s: float, save_steps: int | None = None, min_checkpoints: int = 1,
                  probe: float = 0.05, min_steps: int = 20, skip: int = 3):  # fmt: skip
-        self.deadline, self.reserve_s, self.save_steps = deadline, reserve_s, save_steps
+        self.deadline, self.reserve_s, self.interval = deadline, reserve_s, save_steps or 100
         self.min_checkpoints, self.probe, self.min_steps, self.skip = min_checkpoints, probe, min_steps, skip
         self.max_steps: int | None = None
         self.seconds_per_step: float | None = None
+        self.progress = None  # Trainer's ProgressCallback, whose bar learns the step count when it is set
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.begin = time.monotonic()
@@ -46,30 +52,40 @@ class TimeBudget(TrainerCallback):
         self.first_step = state.global_step
 
     def on_step_end(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        now = time.monotonic()
         if state.global_step == self.first_step + self.skip:
-            self.measure_from = time.monotonic()
+            self.marks = [(state.global_step, now)]  # (step, time) at the start of measuring, then every interval
         measured = state.global_step - self.first_step - self.skip
-        if self.max_steps is None and measured >= self.min_steps and time.monotonic() - self.begin >= self.probe_s:
-            self.fix_steps(args, state, measured, optimizer, lr_scheduler, kwargs.get("train_dataloader"))
+        if self.max_steps is None and measured >= self.min_steps and now - self.begin >= self.probe_s:
+            self.set_steps(state, now, *self.marks[0])
+            if optimizer is not None and lr_scheduler is not None:
+                reschedule(args, optimizer, lr_scheduler, self.max_steps)
+            logger.warning(
+                "time budget: %.2f s a step over %d steps, so %d steps end the run by its deadline%s",
+                self.seconds_per_step, measured, self.max_steps,
+                " (measured again at every checkpoint)" if self.moves(args) else "",
+            )  # fmt: skip
+        elif self.max_steps is not None and state.global_step % self.interval == 0:
+            self.marks = [*self.marks[-2:], (state.global_step, now)]
+            if self.moves(args) and state.global_step < self.max_steps:
+                self.set_steps(state, now, *self.marks[0])  # the rate of the last two intervals
         if self.max_steps is not None and state.global_step >= self.max_steps:
             control.should_training_stop = True
 
-    def fix_steps(self, args, state, measured: int, optimizer, lr_scheduler, train_dataloader):
-        """max_steps from the speed measured so far; the schedule rebuilt for it."""
-        now = time.monotonic()
-        self.seconds_per_step = (now - self.measure_from) / measured
+    def moves(self, args) -> bool:
+        """Whether the step count may move after it is first set: the schedule does not depend on it."""
+        return getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type) in STEP_COUNT_FREE
+
+    def set_steps(self, state, now: float, since_step: int, since_time: float):
+        """max_steps from the speed since (since_step, since_time), in whole intervals; never a step already run."""
+        self.seconds_per_step = (now - since_time) / max(state.global_step - since_step, 1)
         steps = state.global_step + int((self.deadline - now - self.reserve_s) / self.seconds_per_step)
-        interval = self.save_steps or 1
-        self.max_steps = max(steps // interval, self.min_checkpoints) * interval
-        if self.max_steps <= state.global_step:
-            self.max_steps = state.global_step + interval  # already late: end at the next whole interval
-        state.max_steps = self.max_steps
-        logger.warning(
-            "time budget: %.2f s a step over %d steps, so %d steps end the run by its deadline (repeat it with "
-            "--max_steps %d)", self.seconds_per_step, measured, self.max_steps, self.max_steps,
-        )  # fmt: skip
-        if optimizer is not None and lr_scheduler is not None:
-            reschedule(args, optimizer, lr_scheduler, self.max_steps)
+        intervals = max(steps // self.interval, self.min_checkpoints, state.global_step // self.interval + 1)
+        self.max_steps = state.max_steps = intervals * self.interval
+        bar = getattr(self.progress, "training_bar", None)
+        if bar is not None:
+            bar.total = self.max_steps
+            bar.refresh()
 
 
 def reschedule(args, optimizer, lr_scheduler, num_training_steps: int):

@@ -62,7 +62,7 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         "cross-entropy)",
         "Dropout": f"{getattr(config, 'dropout', None)} (attention {getattr(config, 'attention_dropout', None)}, "
         f"activation {getattr(config, 'activation_dropout', None)})",
-        "Precision": metrics["precision_reason"],
+        "Precision": metrics["precision_reason"] + ("; denormals flushed to zero" if metrics.get("flush_denormal") else ""),
         "Checkpoint averaging": averaging,
     }
     if metrics.get("time_budget_minutes"):

@@ -55,7 +55,7 @@ class TranslationTrainer(Seq2SeqTrainer):
             batch_sampler=sampler,
             collate_fn=self.data_collator,
             num_workers=self.args.dataloader_num_workers,
-            pin_memory=self.args.dataloader_pin_memory,
+            pin_memory=self.args.dataloader_pin_memory and self.args.device.type == "cuda",
         )
         return self.accelerator.prepare(loader)
 
@@ -71,8 +71,11 @@ class ProgressLog(TrainerCallback):
         done, elapsed = state.global_step - self.first_step, time.monotonic() - self.start
         if done <= 0 or not state.max_steps:
             return
-        left = elapsed / done * (state.max_steps - state.global_step)
         loss = f", loss {logs['loss']:.4g}" if logs and "loss" in logs else ""
+        if getattr(args, "time_budget_minutes", None) and state.max_steps == args.max_steps:  # not fixed yet
+            logger.info("step %d (measuring the speed for the time budget), %s elapsed%s", state.global_step, clock(elapsed), loss)
+            return
+        left = elapsed / done * (state.max_steps - state.global_step)
         percent = 100 * state.global_step // state.max_steps
         logger.info(
             "step %d/%d (%d%%), %s elapsed, about %s left%s",
