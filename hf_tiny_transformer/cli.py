@@ -209,7 +209,9 @@ def load_model_folder(name: str, flag: str = "--model", trust_remote_code: bool 
             config=config, output_loading_info=True, ignore_mismatched_sizes=True, **model_kwargs,
         )  # fmt: skip
     wrong = {kind: sorted(map(describe_key, info[f"{kind}_keys"])) for kind in ("missing", "unexpected", "mismatched")}
-    listed = "; ".join(f"{kind}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}" for kind, keys in wrong.items() if keys)
+    listed = "; ".join(
+        f"{kind}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}" for kind, keys in wrong.items() if keys
+    )
     if listed:
         raise UsageError(f"{flag} {name}: model.safetensors does not fit config.json ({listed}); save the model again")
     return model, tokenizer

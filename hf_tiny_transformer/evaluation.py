@@ -1,8 +1,8 @@
 """Scoring translations with sacrebleu: BLEU with its 95 % bootstrap confidence interval, chrF, exact match.
 
-    from hf_tiny_transformer.evaluation import scores
-    scores(hypotheses, references, target_lang="ja", lowercase=True)
-    # {"bleu": 31.6, "bleu_ci": 1.9, "chrf": 34.2, "exact_match": 12.4, "sentences": 500}
+from hf_tiny_transformer.evaluation import scores
+scores(hypotheses, references, target_lang="ja", lowercase=True)
+# {"bleu": 31.6, "bleu_ci": 1.9, "chrf": 34.2, "exact_match": 12.4, "sentences": 500}
 """
 
 from collections.abc import Callable

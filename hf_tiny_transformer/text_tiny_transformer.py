@@ -55,7 +55,9 @@ def sentences(text: str, lang: str) -> list[str]:
     try:  # imported here: a saved model's remote code needs sentencex only to translate texts longer than it takes
         import sentencex
     except ImportError as error:
-        raise ImportError("Translating a text longer than the model takes needs sentencex: pip install sentencex") from error
+        raise ImportError(
+            "Translating a text longer than the model takes needs sentencex: pip install sentencex"
+        ) from error
     merged: list[str] = []
     for piece in sentencex.segment(lang, text):
         if merged and (_bracket_depth(merged[-1]) > 0 or _continues_after_bracket(merged[-1], piece)):

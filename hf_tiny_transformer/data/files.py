@@ -22,7 +22,9 @@ def read_lines(path: str | os.PathLike, what: str = "file") -> list[str]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise UsageError(f"{what} {path} is not UTF-8 text (line {line}); convert it, e.g. with iconv -t utf-8") from None
+        raise UsageError(
+            f"{what} {path} is not UTF-8 text (line {line}); convert it, e.g. with iconv -t utf-8"
+        ) from None
     except OSError as error:
         raise UsageError(f"{what} {path} cannot be read: {error.strerror}") from None
     lines = text.splitlines()
@@ -31,7 +33,9 @@ def read_lines(path: str | os.PathLike, what: str = "file") -> list[str]:
     return lines
 
 
-def read_aligned(source_file: str | os.PathLike, target_file: str | os.PathLike, flags: tuple[str, str]) -> tuple[list[str], list[str]]:
+def read_aligned(
+    source_file: str | os.PathLike, target_file: str | os.PathLike, flags: tuple[str, str]
+) -> tuple[list[str], list[str]]:
     """Two files of the same number of lines, line n of one the translation of line n of the other."""
     sources, targets = read_lines(source_file, flags[0]), read_lines(target_file, flags[1])
     if len(sources) != len(targets):
@@ -50,7 +54,7 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     except json.JSONDecodeError as error:
         raise UsageError(f"{what} {path} is not valid JSON (line {error.lineno}: {error.msg})") from None
     if not isinstance(value, dict):
-        raise UsageError(f"{what} {path} must hold a JSON object ({{\"flag\": value, ...}}), not {type(value).__name__}")
+        raise UsageError(f'{what} {path} must hold a JSON object ({{"flag": value, ...}}), not {type(value).__name__}')
     return value
 
 

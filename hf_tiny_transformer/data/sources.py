@@ -26,7 +26,9 @@ def load_pairs(data_args) -> dict[str, Dataset | IterableDataset]:
     src, tgt = data_args.source_lang, data_args.target_lang
     if data_args.corpus_dir:
         try:
-            pairs = {split: read_parallel(data_args.corpus_dir, name, src, tgt) for split, name in CORPUS_SPLITS.items()}
+            pairs = {
+                split: read_parallel(data_args.corpus_dir, name, src, tgt) for split, name in CORPUS_SPLITS.items()
+            }
         except (OSError, ValueError) as error:
             raise UsageError(f"--corpus_dir {data_args.corpus_dir}: {first_line(error)}") from None
         splits = {split: Dataset.from_dict({"source": s, "target": t}) for split, (s, t) in pairs.items()}
@@ -36,7 +38,9 @@ def load_pairs(data_args) -> dict[str, Dataset | IterableDataset]:
         splits = {split: read_split(split, data_args) for split in SPLITS}
         splits = {split: pairs for split, pairs in splits.items() if pairs is not None}
     if "train" not in splits:
-        raise UsageError("no training data: pass --corpus_dir, --train_source_file/--train_target_file, --train_file or --dataset_name")
+        raise UsageError(
+            "no training data: pass --corpus_dir, --train_source_file/--train_target_file, --train_file or --dataset_name"
+        )
     return {split: first_samples(pairs, split, data_args) for split, pairs in splits.items()}
 
 
@@ -48,7 +52,9 @@ def read_split(split: str, data_args) -> Dataset | IterableDataset | None:
         sources, targets = read_aligned(source_file, getattr(data_args, f"{split}_target_file"), flags)
         return Dataset.from_dict({"source": sources, "target": targets})
     if json_file:
-        return translation_splits("json", None, data_args, data_files={split: json_file}, flag=f"--{split}_file {json_file}")[split]
+        return translation_splits(
+            "json", None, data_args, data_files={split: json_file}, flag=f"--{split}_file {json_file}"
+        )[split]
     return None
 
 
@@ -68,7 +74,9 @@ def translation_splits(name: str, config_name: str | None, data_args, flag: str 
             continue
         columns = loaded[split].column_names or ["translation"]  # a stream may not know them before reading
         if "translation" not in columns:
-            raise UsageError(f"{flag}: the {split} split has no 'translation' column (it has {', '.join(columns)}); each record must be {expected}")
+            raise UsageError(
+                f"{flag}: the {split} split has no 'translation' column (it has {', '.join(columns)}); each record must be {expected}"
+            )
         splits[split] = loaded[split].map(
             lambda row: pair(row, src, tgt, flag), remove_columns=list(loaded[split].column_names or [])
         )

@@ -90,7 +90,10 @@ def fill_stack(spec, stack, layers_with_cross_attention: bool):
 
 def check_exportable(model):
     """Only this package's model is exported; its activation must be one CTranslate2 has."""
-    if type(model).__name__ != "TinyTransformerForConditionalGeneration" or getattr(model.config, "model_type", None) != "tiny_transformer":
+    if (
+        type(model).__name__ != "TinyTransformerForConditionalGeneration"
+        or getattr(model.config, "model_type", None) != "tiny_transformer"
+    ):
         raise ValueError(
             f"export_ctranslate2 exports hf-tiny-transformer models, not {type(model).__name__}; for other models "
             "use ctranslate2's own ct2-transformers-converter"
@@ -137,7 +140,9 @@ def vocabulary_of(tokenizer, size: int) -> list[str]:
     """The tokenizer's tokens in id order, as many as the model's vocabulary has."""
     tokens = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
     if len(tokens) < size:
-        raise ValueError(f"the tokenizer has {len(tokens)} tokens but the model {size}; export it with its own tokenizer")
+        raise ValueError(
+            f"the tokenizer has {len(tokens)} tokens but the model {size}; export it with its own tokenizer"
+        )
     return tokens[:size]
 
 
@@ -158,7 +163,10 @@ def export_ctranslate2(model, tokenizer, output_dir: str | os.PathLike, quantiza
         convert(spec, staging, quantization)
         tokenizer.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
-        settings = {"max_position_embeddings": model.config.max_position_embeddings, "quantization": quantization or "float32"}
+        settings = {
+            "max_position_embeddings": model.config.max_position_embeddings,
+            "quantization": quantization or "float32",
+        }
         (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
     return Path(output_dir)
 
@@ -175,7 +183,9 @@ class CTranslate2Translator(Translator):
         intra_threads: threads a translation uses (0: ctranslate2's default).
     """
 
-    def __init__(self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "auto", intra_threads: int = 0):
+    def __init__(
+        self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "auto", intra_threads: int = 0
+    ):
         from transformers import AutoTokenizer, GenerationConfig
 
         folder = Path(folder)
@@ -183,14 +193,18 @@ class CTranslate2Translator(Translator):
             raise ValueError(f"{folder} is not a folder written by export_ctranslate2 (no {SETTINGS_FILE})")
         settings = json.loads((folder / SETTINGS_FILE).read_text())
         super().__init__(
-            AutoTokenizer.from_pretrained(folder), GenerationConfig.from_pretrained(folder), settings["max_position_embeddings"]
+            AutoTokenizer.from_pretrained(folder),
+            GenerationConfig.from_pretrained(folder),
+            settings["max_position_embeddings"],
         )
         if compute_type == "auto":
             choice = ctranslate2_compute_type(device)
             logger.info("CTranslate2 compute type %s", choice.reason)
             compute_type = choice.compute_type
         self.compute_type = compute_type
-        self.translator = ctranslate2().Translator(str(folder), device=device, compute_type=compute_type, intra_threads=intra_threads)
+        self.translator = ctranslate2().Translator(
+            str(folder), device=device, compute_type=compute_type, intra_threads=intra_threads
+        )
 
     def translate_ids(self, batch, num_beams=None, length_penalty=None, max_new_tokens=None) -> list[str]:
         tokens = [self.tokenizer.convert_ids_to_tokens(ids) for ids in batch]

@@ -45,7 +45,9 @@ def in_length_batches(lengths: list[int], batch_size: int, translate_batch: Call
     sentences on a terminal (none when stderr is a file)."""
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
     translations = [""] * len(lengths)
-    with tqdm(total=len(lengths), unit=" sentences", desc="translating", disable=None if progress else True, leave=False) as bar:
+    with tqdm(
+        total=len(lengths), unit=" sentences", desc="translating", disable=None if progress else True, leave=False
+    ) as bar:
         for start in range(0, len(order), batch_size):
             indices = order[start : start + batch_size]
             for index, text in zip(indices, translate_batch(indices)):
@@ -80,7 +82,9 @@ class Translator:
         progress: bool = False,
     ) -> list[str]:
         """Translate `texts` in their order, whole or sentence by sentence (see the module's docstring)."""
-        settings = generation_settings(num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens)
+        settings = generation_settings(
+            num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens
+        )
         batch_size = generation_settings(batch_size=batch_size)["batch_size"]
         config = self.generation_config
 

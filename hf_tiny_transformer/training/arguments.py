@@ -20,11 +20,18 @@ SPLITS = ("train", "validation", "test")
 
 @dataclass
 class ModelArguments:
-    model_name_or_path: str | None = field(default=None, metadata={"help": "saved model (folder or Hub id) to fine-tune"})
-    shape: str | None = field(default=None, metadata={"help": "train from scratch with a model shape: tiny or paper-base"})
-    config_name: str | None = field(default=None, metadata={"help": "train from scratch with this config (folder or JSON file)"})
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "saved model (folder or Hub id) to fine-tune"}
+    )
+    shape: str | None = field(
+        default=None, metadata={"help": "train from scratch with a model shape: tiny or paper-base"}
+    )
+    config_name: str | None = field(
+        default=None, metadata={"help": "train from scratch with this config (folder or JSON file)"}
+    )
     config_overrides: str | None = field(
-        default=None, metadata={"help": "changes to the config, as transformers' update_from_string: 'd_model=128,encoder_layers=2'"}
+        default=None,
+        metadata={"help": "changes to the config, as transformers' update_from_string: 'd_model=128,encoder_layers=2'"},
     )
     architecture: str = field(
         default="tiny_transformer",
@@ -44,7 +51,9 @@ class ModelArguments:
 
     def __post_init__(self):
         if sum(source is not None for source in (self.model_name_or_path, self.shape, self.config_name)) != 1:
-            raise UsageError("pass exactly one of --model_name_or_path (fine-tune), --shape or --config_name (from scratch)")
+            raise UsageError(
+                "pass exactly one of --model_name_or_path (fine-tune), --shape or --config_name (from scratch)"
+            )
         at_least("--vocab_size", self.vocab_size, SMALLEST_VOCAB_SIZE)
 
 
@@ -61,7 +70,9 @@ class DataArguments:
     validation_target_file: str | None = None
     test_source_file: str | None = None
     test_target_file: str | None = None
-    train_file: str | None = field(default=None, metadata={"help": 'JSON lines: {"translation": {"en": ..., "ja": ...}}'})
+    train_file: str | None = field(
+        default=None, metadata={"help": 'JSON lines: {"translation": {"en": ..., "ja": ...}}'}
+    )
     validation_file: str | None = None
     test_file: str | None = None
     dataset_name: str | None = field(default=None, metadata={"help": "a datasets dataset with a translation column"})
@@ -123,7 +134,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         default="no", metadata={"help": "Trainer counts the source tokens it trains on: no, all, or non_padding"}
     )
     generation_max_length: int | None = field(
-        default=None, metadata={"help": "longest generated sequence, start token included; default: max_target_length + 1"}
+        default=None,
+        metadata={"help": "longest generated sequence, start token included; default: max_target_length + 1"},
     )
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "train into an output_dir that holds a model or checkpoints (removes them)"}
@@ -192,7 +204,9 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         if self.time_budget_minutes is not None and not (0 < self.time_budget_minutes < math.inf):
             raise UsageError(f"--time_budget_minutes must be a positive number, got {self.time_budget_minutes}")
         if self.time_budget_minutes and 0 < self.warmup_steps < 1:
-            raise UsageError("--time_budget_minutes needs --warmup_steps in steps (at least 1), not a fraction of steps not yet known")
+            raise UsageError(
+                "--time_budget_minutes needs --warmup_steps in steps (at least 1), not a fraction of steps not yet known"
+            )
 
     def check_averaging(self):
         """--average_checkpoints N needs N checkpoints at evenly spaced steps at the end of the run."""
@@ -201,7 +215,9 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             return
         at_least("--average_checkpoints", count, 2)
         if self.save_strategy != "steps" or (self.max_steps <= 0 and not self.time_budget_minutes):
-            raise UsageError("--average_checkpoints needs --save_strategy steps, --save_steps and --max_steps (or a time budget)")
+            raise UsageError(
+                "--average_checkpoints needs --save_strategy steps, --save_steps and --max_steps (or a time budget)"
+            )
         if self.max_steps > 0 and (self.max_steps % self.save_steps or self.max_steps < count * self.save_steps):
             raise UsageError(
                 f"--average_checkpoints {count}: --max_steps ({self.max_steps}) must be a multiple of --save_steps "
@@ -220,10 +236,16 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Tra
     parser = Parser((ModelArguments, DataArguments, TranslationTrainingArguments))
     if argv and argv[0].endswith(".json"):
         recipe = read_json_object(argv[0], "recipe")
-        flags = {field.name for kind in (ModelArguments, DataArguments, TranslationTrainingArguments) for field in fields(kind)}
+        flags = {
+            field.name
+            for kind in (ModelArguments, DataArguments, TranslationTrainingArguments)
+            for field in fields(kind)
+        }
         unknown = sorted(recipe.keys() - flags)
         if unknown:
-            raise UsageError(f"recipe {argv[0]}: {', '.join(unknown)} {'is not a flag' if len(unknown) == 1 else 'are not flags'} of train.py (see --help)")
+            raise UsageError(
+                f"recipe {argv[0]}: {', '.join(unknown)} {'is not a flag' if len(unknown) == 1 else 'are not flags'} of train.py (see --help)"
+            )
         parser.set_defaults(**recipe)
         argv = argv[1:]
     try:

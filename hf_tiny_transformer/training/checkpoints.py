@@ -33,7 +33,9 @@ def checkpoint_step(folder: Path) -> int | None:
 def last_checkpoints(run_dir: str | Path, count: int) -> list[Path]:
     """The `count` newest checkpoint folders of a run that hold weights, oldest first; a ValueError when there are
     fewer, or when they were not written at evenly spaced steps (the average would then weigh them unevenly)."""
-    folders = [p for p in Path(run_dir).iterdir() if checkpoint_step(p) is not None and (p / "model.safetensors").is_file()]
+    folders = [
+        p for p in Path(run_dir).iterdir() if checkpoint_step(p) is not None and (p / "model.safetensors").is_file()
+    ]
     folders = sorted(folders, key=checkpoint_step)[-count:]
     if len(folders) < count:
         raise ValueError(f"{run_dir} holds {len(folders)} checkpoints with weights, fewer than the {count} to average")

@@ -22,13 +22,17 @@ SHAPE_FIELDS = (
 def check_resumable(checkpoint: Path, config, tokenizer):
     """The checkpoint must have been trained with this tokenizer and a model of this shape."""
     saved_tokenizer = checkpoint / "tokenizer.json"
-    if saved_tokenizer.is_file() and vocabulary(saved_tokenizer.read_text()) != vocabulary(tokenizer.backend_tokenizer.to_str()):
+    if saved_tokenizer.is_file() and vocabulary(saved_tokenizer.read_text()) != vocabulary(
+        tokenizer.backend_tokenizer.to_str()
+    ):
         raise UsageError(
             f"--resume_from_checkpoint: {checkpoint.name} was trained with another tokenizer than this run's; resume "
             "with its tokenizer (--tokenizer_name), or start anew with --overwrite_output_dir"
         )
     saved, ours = json.loads((checkpoint / "config.json").read_text()), config.to_dict()
-    differences = [f"{key} {saved.get(key)} there, {ours.get(key)} here" for key in SHAPE_FIELDS if saved.get(key) != ours.get(key)]
+    differences = [
+        f"{key} {saved.get(key)} there, {ours.get(key)} here" for key in SHAPE_FIELDS if saved.get(key) != ours.get(key)
+    ]
     if differences:
         raise UsageError(
             f"--resume_from_checkpoint: {checkpoint.name} is a different model ({'; '.join(differences)}); resume with "
@@ -48,7 +52,9 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         batches = (f"sentence pairs of similar length, at most {args.batch_tokens} source + target tokens a batch "
                    f"(padding included) x {args.gradient_accumulation_steps} accumulation{processes}")  # fmt: skip
     else:
-        batches = f"{args.per_device_train_batch_size} pairs x {args.gradient_accumulation_steps} accumulation{processes}"
+        batches = (
+            f"{args.per_device_train_batch_size} pairs x {args.gradient_accumulation_steps} accumulation{processes}"
+        )
     averaging = (f"the last {args.average_checkpoints} checkpoints (every {args.save_steps} steps) averaged"
                  if args.average_checkpoints else "none (the last step's weights)")  # fmt: skip
     config = model.config
@@ -62,7 +68,8 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         "cross-entropy)",
         "Dropout": f"{getattr(config, 'dropout', None)} (attention {getattr(config, 'attention_dropout', None)}, "
         f"activation {getattr(config, 'activation_dropout', None)})",
-        "Precision": metrics["precision_reason"] + ("; denormals flushed to zero" if metrics.get("flush_denormal") else ""),
+        "Precision": metrics["precision_reason"]
+        + ("; denormals flushed to zero" if metrics.get("flush_denormal") else ""),
         "Checkpoint averaging": averaging,
     }
     if metrics.get("time_budget_minutes"):
@@ -92,7 +99,9 @@ def save_run(model, tokenizer, model_args, data_args, training_args, metrics: di
     if card_only:
         if (folder / "README.md").is_file():
             how = "the test split, with the generation config of training"
-            write_atomically(folder / "README.md", with_evaluation((folder / "README.md").read_text(), test_scores, how))
+            write_atomically(
+                folder / "README.md", with_evaluation((folder / "README.md").read_text(), test_scores, how)
+            )
         return
     generation = model.generation_config
     generation.max_length = training_args.generation_max_length

@@ -73,7 +73,12 @@ class ProgressLog(TrainerCallback):
             return
         loss = f", loss {logs['loss']:.4g}" if logs and "loss" in logs else ""
         if getattr(args, "time_budget_minutes", None) and state.max_steps == args.max_steps:  # not fixed yet
-            logger.info("step %d (measuring the speed for the time budget), %s elapsed%s", state.global_step, clock(elapsed), loss)
+            logger.info(
+                "step %d (measuring the speed for the time budget), %s elapsed%s",
+                state.global_step,
+                clock(elapsed),
+                loss,
+            )
             return
         left = elapsed / done * (state.max_steps - state.global_step)
         percent = 100 * state.global_step // state.max_steps
