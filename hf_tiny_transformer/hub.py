@@ -21,9 +21,14 @@ def differences_from_the_paper() -> str:
 
 
 def metrics_table(metrics: dict[str, float]) -> str:
-    """{"test_bleu": 12.3, ...} -> a Markdown table."""
-    rows = "\n".join(f"| {name} | {value:.2f} |" for name, value in metrics.items())
-    return f"| metric | value |\n|---|---:|\n{rows}"
+    """{"bleu": 12.3, "bleu_ci": 1.9, ...} -> a Markdown table; a score's `_ci` (the half-width of its 95 %
+    bootstrap confidence interval) is shown beside it."""
+    rows = []
+    for name, value in metrics.items():
+        interval = metrics.get(f"{name}_ci")
+        if not name.endswith("_ci"):
+            rows.append(f"| {name} | {value:.2f}{f' ± {interval:.2f}' if interval is not None else ''} |")
+    return "| metric | value (± the 95 % confidence interval) |\n|---|---:|\n" + "\n".join(rows)
 
 
 EVALUATION_HEADING = "## Evaluation"

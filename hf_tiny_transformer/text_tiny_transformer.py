@@ -251,7 +251,7 @@ def translate_in_pieces(
         casing: English casing of the output; None: when the target language is English.
     """
     plans = [segments(text, source_lang or guess_language(text), count_tokens, max_tokens) for text in texts]
-    split = sum(len(plan) > len(text.strip().splitlines()) for plan, text in zip(plans, texts))
+    split = sum(len(plan) > sum(bool(line.strip()) for line in text.splitlines()) for plan, text in zip(plans, texts))
     if split:
         logger.warning(
             "%d of %d texts are longer than the model takes at once (%d tokens): translated sentence by sentence",

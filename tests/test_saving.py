@@ -296,3 +296,63 @@ def test_files_and_folders_get_the_usual_permissions(tmp_path, umask_027):
         write_files(staging, NEW)
     assert mode(tmp_path / "private.txt") == mode(tmp_path / "new.txt") == 0o640
     assert mode(tmp_path / "model") == 0o750
+
+
+# --- a real model folder ----------------------------------------------------------------------------------------------
+
+
+def save_killed_after(model, folder: Path, kill_after: int) -> bool:
+    """model.save_pretrained(folder) in a forked child killed right after its `kill_after`-th file-system
+    operation; True when the save completed before that."""
+    pid = os.fork()
+    if pid == 0:  # the child
+        steps = 0
+
+        def counted(function):
+            def counted_function(*args, **kwargs):
+                nonlocal steps
+                result = function(*args, **kwargs)
+                steps += 1
+                if steps == kill_after:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return result
+
+            return counted_function
+
+        for name in ("mkdir", "rename", "replace", "link", "unlink", "rmdir"):
+            setattr(os, name, counted(getattr(os, name)))
+        saving._exchange = counted(saving._exchange)
+        model.save_pretrained(folder)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_model_save_killed_at_any_step_loads_as_the_old_model_or_the_new_one(tmp_path):
+    """The issue's test: kill `save_pretrained` after every file operation and load the folder each time."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    from conftest import tiny_model
+
+    old, new = tiny_model(seed=1), tiny_model(seed=2)
+    source = torch.tensor([[5, 6, 7, 2]])
+    decoder = torch.tensor([[1, 8, 9]])
+
+    def logits(model):
+        with torch.no_grad():
+            return model(input_ids=source, decoder_input_ids=decoder).logits
+
+    seen = set()
+    for kill_after in itertools.count(1):
+        shutil.rmtree(tmp_path, ignore_errors=True)
+        old.save_pretrained(tmp_path / "model")
+        completed = save_killed_after(new, tmp_path / "model", kill_after)
+        loaded = logits(AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model"))
+        state = "old" if torch.equal(loaded, logits(old)) else "new" if torch.equal(loaded, logits(new)) else "mixed"
+        assert state != "mixed", f"killed after step {kill_after}: a mix of the two models"
+        seen.add(state)
+        if completed:
+            assert state == "new"
+            break
+    assert seen == {"old", "new"} and kill_after > 3
