@@ -15,7 +15,7 @@ import termios
 import pytest
 
 from hf_tiny_transformer import model_card, save_for_hub
-from hf_tiny_transformer.demo.visualization import attention_weights
+from hf_tiny_transformer.serving.translator import TransformersTranslator
 
 from conftest import ROOT, run_without_package
 
@@ -139,7 +139,7 @@ def test_the_demo_page_translates_and_draws_through_its_api(demo_page):
 
     url, model, tokenizer = demo_page
     translation, image, note = Client(url, verbose=False).predict("I eat cake.", "cross", 1, api_name="/translate")
-    assert translation == attention_weights(model, tokenizer, "I eat cake.").target_text and note == ""
+    assert translation == TransformersTranslator(model, tokenizer).translate(["I eat cake."])[0] and note == ""
     assert translation.endswith("。")
     with Image.open(image) as picture:
         assert picture.format in ("PNG", "WEBP") and picture.width > 200 and picture.height > 200
@@ -154,7 +154,8 @@ def test_the_demo_page_in_a_real_browser(demo_page, tmp_path):
 
     url, model, tokenizer = demo_page
     screenshot = tmp_path / "page.png"
-    assert use_in_browser(url, "She reads books.", screenshot) == attention_weights(model, tokenizer, "She reads books.").target_text
+    shown = use_in_browser(url, "She reads books.", screenshot)
+    assert shown == TransformersTranslator(model, tokenizer).translate(["She reads books."])[0]
     assert screenshot.stat().st_size > 10_000
 
 
@@ -177,4 +178,4 @@ def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo
         "print(json.dumps([translation, picture.size[0] > 200]))"
     )
     result = json.loads(run_without_package(script, cwd=space))
-    assert result == [attention_weights(model, tokenizer, "I eat cake.").target_text, True]
+    assert result == [TransformersTranslator(model, tokenizer).translate(["I eat cake."])[0], True]

@@ -67,7 +67,9 @@ class Demo:
         if len(pieces) > 1:
             note = (f"The text is longer than the model takes at once ({self.translator.max_positions} tokens): it was "
                     f"translated in {len(pieces)} pieces, sentence by sentence. The heatmap shows the first piece.")  # fmt: skip
-        attention = attention_weights(self.model, self.tokenizer, pieces[0])
+        # the heatmap is of the translation shown (of its first piece), as the model reads it teacher-forced
+        first = translation if len(pieces) == 1 else self.translator.translate([pieces[0]])[0]
+        attention = attention_weights(self.model, self.tokenizer, pieces[0], target=first)
         layer = min(int(layer), len(attention.weights(kind)) - 1)
         heads = list(range(attention.weights(kind)[layer].shape[0]))
         return translation, picture(draw_heads(attention, kind, layer, heads)), note
