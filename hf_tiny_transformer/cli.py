@@ -278,7 +278,7 @@ def is_hub_id(name: str) -> bool:
 
 
 def engine_arguments(parser: argparse.ArgumentParser):
-    """--engine, --device and --trust_remote_code, for the commands that load a model to translate."""
+    """--engine, --device, --compute_type and --trust_remote_code, for the commands that load a model to translate."""
     from .hardware import best_device
 
     parser.add_argument(
@@ -288,6 +288,12 @@ def engine_arguments(parser: argparse.ArgumentParser):
         help="ctranslate2: --model is a folder written by scripts/export_ctranslate2.py",
     )
     parser.add_argument("--device", default=best_device(), help="cpu, cuda, cuda:1, mps (default: the best there is)")
+    parser.add_argument(
+        "--compute_type",
+        default="auto",
+        help="with --engine ctranslate2: int8, float32, bfloat16, ... (default auto: the fastest this machine runs "
+        "within 0.5 BLEU of float32, int8 on x86 CPUs)",
+    )
     trust_remote_code_argument(parser)
 
 

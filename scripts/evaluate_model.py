@@ -41,10 +41,16 @@ def parse_args(argv=None):
     parser.add_argument("--target_lang", default="ja")
     parser.add_argument("--output_file", help="where to write the translations, one per line")
     parser.add_argument("--num_beams", type=int, help="beam size; default: the model's generation config")
-    parser.add_argument("--length_penalty", type=float, help="beam search's length penalty; default: the generation config")
+    parser.add_argument(
+        "--length_penalty", type=float, help="beam search's length penalty; default: the generation config"
+    )
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--max_new_tokens", type=int, help="longest translation in tokens; default: twice the source's, plus 10")
-    parser.add_argument("--update_model_card", action="store_true", help="write the scores into the model folder's README.md")
+    parser.add_argument(
+        "--max_new_tokens", type=int, help="longest translation in tokens; default: twice the source's, plus 10"
+    )
+    parser.add_argument(
+        "--update_model_card", action="store_true", help="write the scores into the model folder's README.md"
+    )
     parser.add_argument("--show", type=int, default=0, help="print this many examples")
     parser.add_argument("--min_exact_match", type=float, help="fail when exact match (percent) is below this")
     engine_arguments(parser)
@@ -61,7 +67,12 @@ def parse_args(argv=None):
     if args.min_exact_match is not None and not 0 <= args.min_exact_match <= 100:
         raise UsageError(f"--min_exact_match is a percentage in [0, 100], got {args.min_exact_match}")
     if args.output_file:
-        check_output(args.output_file, kind="file", flag="--output_file", inputs=(args.source_file, args.reference_file, args.model, args.corpus_dir))
+        check_output(
+            args.output_file,
+            kind="file",
+            flag="--output_file",
+            inputs=(args.source_file, args.reference_file, args.model, args.corpus_dir),
+        )
     if args.update_model_card and not Path(args.model, "README.md").is_file():
         raise UsageError(f"--update_model_card: {args.model} has no README.md model card")
     if args.update_model_card:
@@ -81,7 +92,9 @@ def read_sources_and_references(args) -> tuple[list[str], list[str]]:
 def record_in_model_card(args, translator, result: dict):
     """The model card's metrics block gets the scores, with how they were measured; the rest of the card stays."""
     card_file = Path(args.model) / "README.md"
-    data = f"`{Path(args.corpus_dir).name}` {args.split} split" if args.corpus_dir else f"`{Path(args.source_file).name}`"
+    data = (
+        f"`{Path(args.corpus_dir).name}` {args.split} split" if args.corpus_dir else f"`{Path(args.source_file).name}`"
+    )
     beams, penalty = translator.decoding(args.num_beams, args.length_penalty)
     how = (
         f"{result['sentences']} sentences of {data}, beam search with {beams} beams and length penalty {penalty}, "
@@ -95,7 +108,9 @@ def record_in_model_card(args, translator, result: dict):
 def main(argv=None) -> int:
     args = parse_args(argv)
     sources, references = read_sources_and_references(args)
-    translator = load_translator(args.model, args.engine, args.device, args.trust_remote_code)
+    translator = load_translator(
+        args.model, args.engine, args.device, args.trust_remote_code, compute_type=args.compute_type
+    )
     start = time.perf_counter()
     hypotheses = translator.translate(sources, **args.settings, progress=True)
     seconds = time.perf_counter() - start
@@ -107,7 +122,9 @@ def main(argv=None) -> int:
     normalize = tokenizer.backend_tokenizer.normalizer.normalize_str  # compare as the tokenizer sees text
     fold = (lambda text: normalize(text).lower()) if lowercase else normalize
     result = {**scores(hypotheses, references, args.target_lang, lowercase=lowercase, normalize=normalize),
-              "lowercase": lowercase, "sentences_per_s": len(sources) / seconds}  # fmt: skip
+              "lowercase": lowercase, "sentences_per_s": len(sources) / seconds, "engine": args.engine}  # fmt: skip
+    if args.engine == "ctranslate2":
+        result["compute_type"] = translator.compute_type
     for source, hypothesis, reference in list(zip(sources, hypotheses, references))[: args.show]:
         mark = "=" if fold(hypothesis) == fold(reference) else "x"
         print(f"{mark} {source}\n    -> {hypothesis}\n       {reference}")
@@ -115,7 +132,10 @@ def main(argv=None) -> int:
     if args.update_model_card:
         record_in_model_card(args, translator, result)
     if args.min_exact_match is not None and result["exact_match"] < args.min_exact_match:
-        print(f"evaluate_model.py: exact match {result['exact_match']:.1f}% is below {args.min_exact_match}%", file=sys.stderr)
+        print(
+            f"evaluate_model.py: exact match {result['exact_match']:.1f}% is below {args.min_exact_match}%",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -22,10 +22,16 @@ from hf_tiny_transformer.text_tiny_transformer import generation_settings
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("text", nargs="*", help="texts to translate; none: read lines from standard input")
-    parser.add_argument("--model", required=True, help="a saved model folder (or, with --engine ctranslate2, an export)")
+    parser.add_argument(
+        "--model", required=True, help="a saved model folder (or, with --engine ctranslate2, an export)"
+    )
     parser.add_argument("--num_beams", type=int, help="beam size; default: the model's generation config")
-    parser.add_argument("--length_penalty", type=float, help="beam search's length penalty; default: the generation config")
-    parser.add_argument("--max_new_tokens", type=int, help="longest translation of a piece; default: twice the source, plus 10")
+    parser.add_argument(
+        "--length_penalty", type=float, help="beam search's length penalty; default: the generation config"
+    )
+    parser.add_argument(
+        "--max_new_tokens", type=int, help="longest translation of a piece; default: twice the source, plus 10"
+    )
     parser.add_argument("--batch_size", type=int, default=32, help="lines translated together from a file or pipe")
     engine_arguments(parser)
     args = parser.parse_args(argv)
@@ -47,7 +53,9 @@ def batches(lines, size: int):
 def main(argv=None) -> int:
     args = parse_args(argv)
     interactive = not args.text and sys.stdin.isatty()
-    translator = load_translator(args.model, args.engine, args.device, args.trust_remote_code)
+    translator = load_translator(
+        args.model, args.engine, args.device, args.trust_remote_code, compute_type=args.compute_type
+    )
     if interactive:
         print("Type a text and press Enter (Ctrl-D to stop):", file=sys.stderr)
     try:

@@ -63,13 +63,19 @@ def dev_data(args) -> tuple[list[str], list[str]]:
 
 def settings(args) -> list[tuple[int, float]]:
     """Every (beams, length penalty) to try; greedy search once, since it has no length penalty."""
-    return [(beams, penalty) for beams in sorted(set(args.num_beams)) for penalty in (args.length_penalty if beams > 1 else [1.0])]
+    return [
+        (beams, penalty)
+        for beams in sorted(set(args.num_beams))
+        for penalty in (args.length_penalty if beams > 1 else [1.0])
+    ]
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     sources, references = dev_data(args)
-    translator = load_translator(args.model, args.engine, args.device, args.trust_remote_code)
+    translator = load_translator(
+        args.model, args.engine, args.device, args.trust_remote_code, compute_type=args.compute_type
+    )
     lowercase = lowercases(translator.tokenizer)
     results = []
     print("| beams | length penalty | dev BLEU | dev chrF | seconds |\n|---:|---:|---:|---:|---:|")
@@ -80,7 +86,15 @@ def main(argv=None) -> int:
         )
         result = scores(hypotheses, references, args.target_lang, lowercase=lowercase)
         seconds = time.perf_counter() - start
-        results.append({"num_beams": beams, "length_penalty": penalty, "bleu": result["bleu"], "chrf": result["chrf"], "seconds": seconds})
+        results.append(
+            {
+                "num_beams": beams,
+                "length_penalty": penalty,
+                "bleu": result["bleu"],
+                "chrf": result["chrf"],
+                "seconds": seconds,
+            }
+        )
         print(f"| {beams} | {penalty} | {result['bleu']:.2f} | {result['chrf']:.2f} | {seconds:.0f} |", flush=True)
     best = max(results, key=lambda result: (result["bleu"], -result["seconds"]))
     print(json.dumps({"best": best, "tried": results}))

@@ -152,6 +152,14 @@ def test_evaluation_with_the_engine(exports, trained_demo_model, demo_files):
     assert result.returncode == 0, result.stderr[-3000:]
     scores = json.loads(result.stdout.strip().splitlines()[-1])
     assert scores["sentences"] == 40 and scores["exact_match"] > 50, scores
+    assert scores["compute_type"] == ctranslate2_compute_type("cpu").compute_type  # auto: this machine's choice
+    as_float32 = [*arguments, "--compute_type", "float32"]
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), *as_float32], capture_output=True, text=True, timeout=300)
+    assert json.loads(result.stdout.strip().splitlines()[-1])["compute_type"] == "float32", result.stderr[-3000:]
+    assert_one_line_error(
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), *arguments, "--compute_type", "int3"], capture_output=True, text=True, timeout=300),
+        "int3",
+    )
     assert_one_line_error(
         run_script("evaluate_model.py", *arguments[:3], str(trained_demo_model), *arguments[4:]),
         "is not a folder written by export_ctranslate2",

@@ -171,7 +171,7 @@ def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo
     assert (space / "hf_tiny_transformer" / "demo" / "app.py").is_file()
     assert "sdk: \"gradio\"" in (space / "README.md").read_text() and "app_file: \"app.py\"" in (space / "README.md").read_text()
     script = (
-        "import json, os, sys\nsys.path.insert(0, os.getcwd())\nimport hf_tiny_transformer\n"
+        "import json, os\nimport hf_tiny_transformer  # the folder's copy: python -c puts the working folder first\n"
         "assert hf_tiny_transformer.__file__.startswith(os.getcwd()), hf_tiny_transformer.__file__\n"
         "from hf_tiny_transformer.cli import load_model_folder\nfrom hf_tiny_transformer.demo.app import Demo\n"
         "translation, picture, note = Demo(*load_model_folder('.')).translate_and_draw('I eat cake.', 'cross', 1)\n"

@@ -141,15 +141,16 @@ class TransformersTranslator(Translator):
 
 
 def load_translator(folder: str, engine: str = "transformers", device: str = "cpu", trust_remote_code: bool = False,
-                    flag: str = "--model") -> Translator:  # fmt: skip
+                    flag: str = "--model", compute_type: str = "auto") -> Translator:  # fmt: skip
     """A translator for `folder`: a saved model (`engine` "transformers") or an export_ctranslate2 folder
-    ("ctranslate2"); a UsageError in one line when it cannot be loaded, or the device is not there."""
+    ("ctranslate2", computing in `compute_type`); a UsageError in one line when it cannot be loaded, or the device
+    is not there."""
     check_device(device)
     if engine == "ctranslate2":
         from .ctranslate2 import CTranslate2Translator
 
         try:
-            return CTranslate2Translator(folder, device=device)
+            return CTranslate2Translator(folder, device=device, compute_type=compute_type)
         except (ImportError, ValueError, OSError, RuntimeError) as error:
             raise UsageError(f"--engine ctranslate2 {flag} {folder}: {first_line(error)}") from None
     model, tokenizer = load_model_folder(folder, flag, trust_remote_code)
