@@ -121,7 +121,10 @@ def attention_weights(model, tokenizer, source: str, target: str | None = None, 
         ends_with_eos = generated[0, -1] == model.config.eos_token_id
         decoder_input_ids = generated[:, :-1] if ends_with_eos else generated  # <s> t1 ... tn
     else:
-        labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(model.device)  # t1 ... </s>
+        # at most the positional table: a translation made in pieces or re-tokenized can be longer than one piece
+        limit = model.config.max_position_embeddings
+        labels = tokenizer(text_target=target, truncation=True, max_length=limit, return_tensors="pt")["input_ids"]
+        labels = labels.to(model.device)  # t1 ... </s>
         start = labels.new_full((1, 1), model.config.decoder_start_token_id)
         decoder_input_ids = torch.cat([start, labels[:, :-1]], 1)  # <s> t1 ... tn
     with eager_attention(model), torch.inference_mode():
