@@ -28,7 +28,8 @@ def metrics_table(metrics: dict[str, float]) -> str:
         interval = metrics.get(f"{name}_ci")
         if not name.endswith("_ci"):
             rows.append(f"| {name} | {value:.2f}{f' ± {interval:.2f}' if interval is not None else ''} |")
-    return "| metric | value (± the 95 % confidence interval) |\n|---|---:|\n" + "\n".join(rows)
+    header = "value (± the 95 % confidence interval)" if any(name.endswith("_ci") for name in metrics) else "value"
+    return f"| metric | {header} |\n|---|---:|\n" + "\n".join(rows)
 
 
 EVALUATION_HEADING = "## Evaluation"

@@ -175,3 +175,11 @@ def test_push_refuses_an_incomplete_folder(hub_folder, tmp_path):
     (hub_folder / "README.md").unlink()
     result = push(hub_folder, "--dry-run", tmp_path=tmp_path)
     assert_one_line_error(result, "lacks README.md", "save_for_hub")
+
+
+def test_a_score_is_shown_with_its_confidence_interval(text_model):
+    bare = card_without_metrics(text_model)
+    card = with_evaluation(bare, {"bleu": 34.5, "bleu_ci": 2.58, "chrf": 37.05}, "")
+    [block] = metrics_blocks(card)
+    assert "| metric | value (± the 95 % confidence interval) |" in block
+    assert "| bleu | 34.50 ± 2.58 |" in block and "| chrf | 37.05 |" in block and "bleu_ci" not in block
