@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from .cli import UsageError, command_output, run
+from .cli import ArgumentParser, UsageError, command_output, first_line, run
 from .saving_tiny_transformer import replaced_file
 
 PROJECTIONS = ("q_proj", "kv_proj", "out_proj", "fc1", "fc2")
@@ -39,25 +39,36 @@ def upgrade_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.T
     return upgraded
 
 
-def upgrade_folder(folder: str | Path) -> bool:
-    """Rewrite `folder`/model.safetensors in the current layout; False when it already has it."""
+def read_weights(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, str] | None]:
+    """The tensors and metadata of `folder`/model.safetensors; a UsageError in one line when they cannot be read."""
     weights_file = Path(folder) / "model.safetensors"
     if not weights_file.is_file():
         raise UsageError(f"{folder} has no model.safetensors; pass a folder saved with save_pretrained")
-    with safe_open(weights_file, framework="pt") as weights:
-        metadata = weights.metadata()
-        state_dict = {name: weights.get_tensor(name) for name in weights.keys()}
+    try:
+        with safe_open(weights_file, framework="pt") as weights:
+            return {name: weights.get_tensor(name) for name in weights.keys()}, weights.metadata()
+    except (OSError, SafetensorError) as error:
+        raise UsageError(
+            f"{weights_file} cannot be read ({first_line(error)}); save the model again or copy the folder anew"
+        ) from None
+
+
+def upgrade_folder(folder: str | Path) -> bool:
+    """Rewrite `folder`/model.safetensors in the current layout; False when it already has it."""
+    state_dict, metadata = read_weights(folder)
     if not any(name.endswith("kv_proj.weight") for name in state_dict):
         return False
-    with replaced_file(weights_file) as temporary:
+    with replaced_file(Path(folder) / "model.safetensors") as temporary:
         save_file(upgrade_state_dict(state_dict), temporary, metadata=metadata)
     return True
 
 
 def main(argv: list[str] | None = None) -> int:
-    folders = sys.argv[1:] if argv is None else argv
-    if not folders:
-        raise UsageError("pass the model folders to convert: python -m hf_tiny_transformer.upgrade FOLDER [FOLDER ...]")
+    parser = ArgumentParser(prog="python -m hf_tiny_transformer.upgrade", description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="+", metavar="FOLDER", help="model folders saved by 0.1.x")
+    folders = parser.parse_args(argv).folders
+    for folder in folders:  # every folder readable before any is changed
+        read_weights(folder)
     with command_output(sys.stdout) as output:
         for folder in folders:
             output.info(f"{folder}: {'converted' if upgrade_folder(folder) else 'already in the current layout'}")

@@ -2,6 +2,8 @@
 and the conversion of folders saved with the 0.1.x parameter layout."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -12,7 +14,7 @@ from hf_tiny_transformer import TinyTransformerForConditionalGeneration, from_ma
 from hf_tiny_transformer.marian import marian_config, marian_of_the_same_shape
 from hf_tiny_transformer.upgrade import main as upgrade_main
 
-from conftest import tiny_config, tiny_model
+from conftest import assert_one_line_error, tiny_config, tiny_model
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 MASK = (SOURCE != 0).long()
@@ -135,6 +137,23 @@ def test_a_folder_of_the_old_layout_is_refused_until_converted(model, tmp_path, 
     assert capsys.readouterr().out.splitlines() == [f"{tmp_path}: converted", f"{tmp_path}: already in the current layout"]
     assert torch.equal(logits(AutoModelForSeq2SeqLM.from_pretrained(tmp_path)), logits(model))
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "tiny_transformer"
+
+
+def test_the_upgrade_checks_every_folder_before_it_changes_one(model, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    old, damaged = tmp_path / "old", tmp_path / "damaged"
+    for folder in (old, damaged):
+        model.save_pretrained(folder)
+        save_file(old_layout(load_file(folder / "model.safetensors")), folder / "model.safetensors", metadata={"format": "pt"})
+    (damaged / "model.safetensors").write_bytes((damaged / "model.safetensors").read_bytes()[:1000])  # cut short
+    before = (old / "model.safetensors").read_bytes()
+    upgrade = [sys.executable, "-m", "hf_tiny_transformer.upgrade"]
+    result = subprocess.run([*upgrade, str(old), str(damaged)], capture_output=True, text=True, timeout=300)
+    assert_one_line_error(result, "damaged/model.safetensors cannot be read")
+    assert (old / "model.safetensors").read_bytes() == before
+    help_text = subprocess.run([*upgrade, "--help"], capture_output=True, text=True, timeout=300)
+    assert help_text.returncode == 0 and "FOLDER" in help_text.stdout
 
 
 def test_peft_prompt_tuning_trains_soft_prompts_on_the_frozen_model():

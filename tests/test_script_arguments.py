@@ -10,7 +10,7 @@ import torch
 from hf_tiny_transformer import model_card, save_for_hub
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 
-from conftest import assert_one_line_error, folder_digest, run_script, tiny_model
+from conftest import ROOT, assert_one_line_error, folder_digest, run_script, tiny_model
 
 SMALL_MODEL = "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64"
 
@@ -274,3 +274,9 @@ OTHER_SCRIPT_CASES = [
 @pytest.mark.parametrize("script, arguments, message", OTHER_SCRIPT_CASES)
 def test_the_other_scripts(workspace, script, arguments, message):
     check_case(workspace, script, [argument.format(root=workspace) for argument in arguments], message)
+
+
+@pytest.mark.parametrize("script", sorted(path.name for path in (ROOT / "scripts").glob("*.py")))
+def test_every_script_prints_its_help(script):
+    result = run_script(script, "--help")
+    assert result.returncode == 0 and result.stdout.startswith("usage:"), result.stderr[-2000:]

@@ -162,7 +162,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     flush_denormal: bool = field(
         default=True,
         metadata={
-            "help": "treat denormal floats as zero on the CPU (FTZ/DAZ): steps late in a run were 25-35 % faster "
+            "help": "treat denormal floats as zero on the CPU (FTZ/DAZ): steps late in a run were 25-35 %% faster "
             "(benchmarks/README.md); false keeps IEEE denormals"
         },
     )
