@@ -28,7 +28,7 @@ test: install
 # translations of held-out sentences and their exact-match rate (the run fails below 95%).
 demo: install
 	$(PY) scripts/make_demo_data.py --output_dir runs/demo/data
-	$(PY) scripts/train.py recipes/demo.json $(TRAIN_FLAGS)
+	$(PY) scripts/train.py recipes/demo.json --overwrite_output_dir $(TRAIN_FLAGS)  # the demo starts anew each time
 	$(PY) scripts/evaluate_model.py --model runs/demo/hub --source_file runs/demo/data/test.en \
 		--reference_file runs/demo/data/test.ja --target_lang ja --num_beams 1 --show 10 --min_exact_match 95
 

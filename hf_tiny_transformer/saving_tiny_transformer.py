@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,9 +92,23 @@ def replaced_file(path: StrPath) -> Iterator[Path]:
 
 
 def write_atomically(path: StrPath, data: str | bytes):
-    """Write text (as UTF-8) or bytes to `path` so that it holds either its old content or all of `data`."""
+    """Write text (as UTF-8) or bytes to `path` so that it holds either its old content or all of `data`; a device
+    or a pipe (/dev/null, /dev/stdout, a FIFO) is written into, never replaced by a file."""
+    content = data.encode("utf-8") if isinstance(data, str) else data
+    if _is_special_file(path):
+        with open(path, "wb") as stream:
+            stream.write(content)
+        return
     with replaced_file(path) as temporary:
-        temporary.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        temporary.write_bytes(content)
+
+
+def _is_special_file(path: StrPath) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # missing: a new file
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _link(source: StrPath, target: StrPath):

@@ -53,6 +53,7 @@ def batches(lines, size: int):
 def main(argv=None) -> int:
     args = parse_args(argv)
     interactive = not args.text and sys.stdin.isatty()
+    sys.stdin.reconfigure(errors="strict")  # bytes that are not UTF-8 are an error, not text with surrogates in it
     translator = load_translator(
         args.model, args.engine, args.device, args.trust_remote_code, compute_type=args.compute_type
     )

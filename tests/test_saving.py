@@ -356,3 +356,17 @@ def test_a_model_save_killed_at_any_step_loads_as_the_old_model_or_the_new_one(t
             assert state == "new"
             break
     assert seen == {"old", "new"} and kill_after > 3
+
+
+def test_a_pipe_or_device_as_the_destination_is_written_into_not_replaced(tmp_path):
+    import stat
+    import threading
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    write_atomically(pipe, "翻訳\n")
+    reader.join(10)
+    assert received == ["翻訳\n".encode()] and stat.S_ISFIFO(os.stat(pipe).st_mode)

@@ -79,7 +79,7 @@ TRAIN_CASES = {
     "target longer than the model": (["--max_target_length", "100"], "--max_target_length 100 is longer than the model can take (64"),
     "generation longer than the model": (["--generation_max_length", "128"], "--generation_max_length 128 is longer"),
     "vocabulary too small": (["--vocab_size", "10"], "--vocab_size must be at least 261"),
-    "negative learning rate": (["--learning_rate", "-1"], "--learning_rate must be positive"),
+    "negative learning rate": (["--learning_rate", "-1"], "--learning_rate must be a positive number"),
     "misspelled override": (["--config_overrides", "d_modle=32"], "key d_modle isn't in the original config dict"),
     "override without value": (["--config_overrides", "d_model"], "write key=value pairs separated by commas"),
     "override of the wrong type": (["--config_overrides", "dropout=high"], "could not convert string to float: 'high'"),
@@ -108,6 +108,7 @@ TRAIN_CASES = {
     "a recipe flag that does not exist": (["--time_budget_minutes", "-5"], "--time_budget_minutes must be a positive number"),
     "budget with a warmup fraction": (["--max_steps", "-1", "--time_budget_minutes", "5", "--warmup_steps", "0.1"], "needs --warmup_steps in steps"),
     "precision unknown": (["--precision", "fp8"], "argument --precision: invalid choice: 'fp8'"),
+    "learning rate not a number": (["--learning_rate", "nan"], "--learning_rate must be a positive number, got nan"),
 }
 
 

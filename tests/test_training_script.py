@@ -73,6 +73,7 @@ def test_the_projects_recipes_parse_and_run_where_the_hardware_says(tmp_path):
     for recipe in sorted((ROOT / "recipes").glob("*.json")):
         _, _, args = parse_arguments([str(recipe), "--output_dir", str(tmp_path / recipe.stem)])
         assert not args.use_cpu and "use_cpu" not in json.loads(recipe.read_text()), recipe
+        assert not args.overwrite_output_dir, recipe  # replacing a user's run is asked on the command line, never by a recipe
         assert args.precision == "auto" and args.precision_choice.reason.startswith(args.precision_choice.precision)
 
 

@@ -11,6 +11,7 @@ import subprocess
 import struct
 import sys
 import termios
+from pathlib import Path
 
 import pytest
 
@@ -179,3 +180,11 @@ def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo
     )
     result = json.loads(run_without_package(script, cwd=space))
     assert result == [TransformersTranslator(model, tokenizer).translate(["I eat cake."])[0], True]
+
+
+def test_translate_refuses_standard_input_that_is_not_utf8(trained_demo_model):
+    for data in (b"I eat cake.\n\xff\xfe bad\n", Path(sys.executable).read_bytes()[:4096]):  # Latin-1 bytes, a binary
+        result = subprocess.run([sys.executable, str(ROOT / "scripts" / "translate.py"), "--model", str(trained_demo_model)],
+                                input=data, capture_output=True, cwd=ROOT, timeout=300)  # fmt: skip
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert result.stderr.decode().splitlines() == ["translate.py: standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8"]

@@ -199,8 +199,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise UsageError(f"--max_steps must be positive, or -1 to train --num_train_epochs; got {self.max_steps}")
         if self.max_steps == -1 and self.num_train_epochs <= 0 and not self.time_budget_minutes:
             raise UsageError(f"--num_train_epochs must be positive, got {self.num_train_epochs}; or pass --max_steps")
-        if self.learning_rate <= 0:
-            raise UsageError(f"--learning_rate must be positive, got {self.learning_rate}")
+        if not 0 < self.learning_rate < math.inf:
+            raise UsageError(f"--learning_rate must be a positive number, got {self.learning_rate}")
         if self.time_budget_minutes is not None and not (0 < self.time_budget_minutes < math.inf):
             raise UsageError(f"--time_budget_minutes must be a positive number, got {self.time_budget_minutes}")
         if self.time_budget_minutes and 0 < self.warmup_steps < 1:
