@@ -15,8 +15,21 @@ import sys
 
 from pathlib import Path
 
-from hf_tiny_transformer.cli import ArgumentParser, UsageError, check_output, load_model_folder, run, trust_remote_code_argument
-from hf_tiny_transformer.demo.visualization import KINDS, attention_weights, draw_heads, matplotlib, plot_positional_encoding
+from hf_tiny_transformer.cli import (
+    ArgumentParser,
+    UsageError,
+    check_output,
+    load_model_folder,
+    run,
+    trust_remote_code_argument,
+)
+from hf_tiny_transformer.demo.visualization import (
+    KINDS,
+    attention_weights,
+    draw_heads,
+    matplotlib,
+    plot_positional_encoding,
+)
 from hf_tiny_transformer.saving_tiny_transformer import replaced_file
 
 
@@ -31,7 +44,13 @@ def parse_args(argv=None):
     for flag in ("source", "target"):
         if getattr(args, flag) is not None and not getattr(args, flag).strip():
             raise UsageError(f"--{flag} is empty; pass a sentence")
-    args.out = check_output(args.out, kind="folder", flag="--out", inputs=(args.model,))
+    args.out = check_output(
+        args.out,
+        kind="folder",
+        flag="--out",
+        inputs=(args.model,),
+        overwrite_fix="choose another --out for the pictures",
+    )
     try:
         matplotlib()
     except ImportError as error:
@@ -51,7 +70,9 @@ def main(argv=None) -> int:
     for flag in ("source", "target"):
         text = getattr(args, flag)
         if text is not None and len(tokenizer(text)["input_ids"]) > longest:
-            raise UsageError(f"--{flag} has {len(tokenizer(text)['input_ids'])} tokens but the model takes at most {longest}; pass one sentence")
+            raise UsageError(
+                f"--{flag} has {len(tokenizer(text)['input_ids'])} tokens but the model takes at most {longest}; pass one sentence"
+            )
     model.eval()
     args.out.mkdir(parents=True, exist_ok=True)
     save(plot_positional_encoding(model.config), args.out / "positional_encoding.png")
@@ -59,7 +80,9 @@ def main(argv=None) -> int:
     print(f"source: {' | '.join(attention.source_tokens)}\ntarget: {' | '.join(attention.target_tokens)}")
     for kind in KINDS:
         for layer, weights in enumerate(attention.weights(kind)):
-            save(draw_heads(attention, kind, layer, list(range(weights.shape[0]))), args.out / f"{kind}_layer{layer}.png")
+            save(
+                draw_heads(attention, kind, layer, list(range(weights.shape[0]))), args.out / f"{kind}_layer{layer}.png"
+            )
     print(f"wrote {len(list(args.out.glob('*.png')))} pictures to {args.out}")
     return 0
 

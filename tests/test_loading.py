@@ -96,6 +96,7 @@ def test_the_demo_page_refuses_a_busy_port_a_bad_port_and_a_missing_folder_at_on
         result = app("--model", str(folder), "--port", str(port))
     assert_one_line_error(result, f"--port {port} on 127.0.0.1 cannot be used", "pass another --port")
     assert_one_line_error(app("--model", str(folder), "--port", "70000"), "--port 70000 is not a port number")
+    assert_one_line_error(app("--model", str(folder), "--host", "999.1.1.1"), "--host 999.1.1.1 is not an address of this machine")
     start = time.monotonic()
     assert_one_line_error(app("--model", str(tmp_path / "runs" / "mistyped")), "does not exist")
     assert_one_line_error(app("--model", "tests/mistyped-hub"), "--model tests/mistyped-hub does not exist")

@@ -195,6 +195,7 @@ VISUALIZE_CASES = {
     "longer than the model": (["--source", "tea " * 70], "--source has 71 tokens but the model takes at most 64; pass one sentence"),
     "out inside the model": (["--out", "{root}/hub/pictures"], "lies inside the input folder {root}/hub"),
     "out is a file": (["--out", "{root}/a_file"], "--out {root}/a_file"),
+    "out is a run": (["--out", "{root}/run"], "--out {root}/run already holds a model or checkpoints; choose another --out for the pictures"),
     "missing model": (["--model", "{root}/nothing"], "--model {root}/nothing does not exist"),
     "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
 }

@@ -11,6 +11,7 @@ Chromium (Debian's chromium and chromium-driver, and selenium): it types an exam
 translation and the heatmap, and saves what the browser shows.
 """
 
+import errno
 import io
 import os
 import socket
@@ -24,8 +25,18 @@ from ..text_tiny_transformer import guess_language, segments
 from .visualization import KINDS, TITLES, attention_weights, draw_heads, plot_positional_encoding
 
 EXAMPLES = {
-    "en": ["My mother really likes green tea.", "I didn't eat bread.", "The students bought a car.", "She reads books."],
-    "ja": ["私は緑茶がとても好きです。", "彼はパンを食べませんでした。", "学生たちは車を買いました。", "彼女は本を読みます。"],
+    "en": [
+        "My mother really likes green tea.",
+        "I didn't eat bread.",
+        "The students bought a car.",
+        "She reads books.",
+    ],
+    "ja": [
+        "私は緑茶がとても好きです。",
+        "彼はパンを食べませんでした。",
+        "学生たちは車を買いました。",
+        "彼女は本を読みます。",
+    ],
 }
 
 
@@ -101,7 +112,9 @@ def build_app(model, tokenizer, examples: list[str] | None = None):
             translation = gr.Textbox(label="Translation", lines=2, interactive=False, elem_id="translation")
         note = gr.Markdown(elem_id="note")
         with gr.Row():
-            kind = gr.Radio(list(KINDS), value="cross", label="Attention", info=", ".join(f"{k}: {TITLES[k]}" for k in KINDS))
+            kind = gr.Radio(
+                list(KINDS), value="cross", label="Attention", info=", ".join(f"{k}: {TITLES[k]}" for k in KINDS)
+            )
             # a slider needs two ends: a model of one layer per stack gets a hidden one at 0
             layer = gr.Slider(0, max(layers - 1, 1), value=layers - 1, step=1, label="Layer", visible=layers > 1)
         button = gr.Button("Translate", variant="primary", elem_id="translate")
@@ -179,7 +192,13 @@ def check_port(host: str, port: int):
         try:
             probe.bind((host, port))
         except OSError as error:
-            raise UsageError(f"--port {port} on {host} cannot be used ({error.strerror}); pass another --port") from None
+            if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
+                raise UsageError(
+                    f"--host {host} is not an address of this machine ({error.strerror}); pass one, e.g. 127.0.0.1"
+                ) from None
+            raise UsageError(
+                f"--port {port} on {host} cannot be used ({error.strerror}); pass another --port"
+            ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
         parser.add_argument("--screenshot", help="save a screenshot of the page in use as this PNG file, then exit")
-        parser.add_argument("--trust_remote_code", action="store_true", help="run a folder's own code (not this package's)")
+        parser.add_argument(
+            "--trust_remote_code", action="store_true", help="run a folder's own code (not this package's)"
+        )
         args = parser.parse_args(argv)
         if args.screenshot:
             check_output(args.screenshot, kind="file", flag="--screenshot", inputs=(args.model,))
