@@ -49,6 +49,8 @@ def checkpoint_folders(args) -> list[Path]:
         for folder in folders:
             if not (folder / "model.safetensors").is_file():
                 raise UsageError(f"--checkpoints: {folder} holds no model.safetensors")
+            if [other.resolve() for other in folders].count(folder.resolve()) > 1:
+                raise UsageError(f"--checkpoints: {folder} is listed twice; pass each checkpoint once")
         return folders
     if not Path(args.run_dir).is_dir():
         raise UsageError(f"--run_dir {args.run_dir} is not a folder")

@@ -10,6 +10,7 @@ line. From standard input, lines are translated as they come: one at a time when
 --batch_size from a file or a pipe, so that a file of any size is translated in constant memory.
 """
 
+import io
 import itertools
 import os
 import sys
@@ -53,7 +54,8 @@ def batches(lines, size: int):
 def main(argv=None) -> int:
     args = parse_args(argv)
     interactive = not args.text and sys.stdin.isatty()
-    sys.stdin.reconfigure(errors="strict")  # bytes that are not UTF-8 are an error, not text with surrogates in it
+    if not args.text and isinstance(sys.stdin, io.TextIOWrapper):
+        sys.stdin.reconfigure(errors="strict")  # bytes that are not UTF-8 are an error, not text with surrogates in it
     translator = load_translator(
         args.model, args.engine, args.device, args.trust_remote_code, compute_type=args.compute_type
     )

@@ -266,6 +266,7 @@ OTHER_SCRIPT_CASES = [
     ("average_checkpoints.py", ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/pickled/checkpoint-9"], "lies inside the input folder {root}/pickled"),
     ("average_checkpoints.py", ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/foreign"], "--output_dir {root}/foreign already holds a model or checkpoints; pass --overwrite"),
     ("average_checkpoints.py", ["--checkpoints", "{root}/data", "{root}/hub", "--output_dir", "{root}/outputs/averaged"], "--checkpoints: {root}/data holds no model.safetensors"),
+    ("average_checkpoints.py", ["--checkpoints", "{root}/hub", "{root}/hub/", "--output_dir", "{root}/outputs/averaged"], "--checkpoints: {root}/hub is listed twice; pass each checkpoint once"),
     ("export_ctranslate2.py", ["--model", "{root}/hub", "--output_dir", "{root}/data"], "--output_dir {root}/data is not empty"),
     ("export_ctranslate2.py", ["--model", "{root}/hub", "--output_dir", "{root}/hub/ct2", "--overwrite"], "lies inside the input folder {root}/hub"),
     ("export_ctranslate2.py", ["--model", "{root}/hub", "--output_dir", "{root}/outputs/ct2", "--quantization", "int4"], "argument --quantization: invalid choice: 'int4'"),
