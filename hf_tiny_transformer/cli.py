@@ -54,6 +54,9 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
         with command_output(sys.stderr) as output:
             output.error(f"{prog}: {first_line(error)}")
         return 2
+    except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to write
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 @contextlib.contextmanager

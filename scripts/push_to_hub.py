@@ -20,7 +20,14 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from transformers.dynamic_module_utils import get_relative_import_files
 
-from hf_tiny_transformer.cli import ArgumentParser, UsageError, first_line, run
+from hf_tiny_transformer.cli import (
+    ArgumentParser,
+    UsageError,
+    first_line,
+    load_model_folder,
+    run,
+    trust_remote_code_argument,
+)
 
 REQUIRED = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "README.md")
 ALLOWED = {
@@ -42,11 +49,14 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--repo-id", required=True, help="Hub repository, e.g. your-name/tiny-transformer-en-ja")
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.add_argument("--dry-run", action="store_true", help="list what would be uploaded, upload nothing")
+    trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
     try:
         validate_repo_id(args.repo_id)
     except HFValidationError:
-        raise UsageError(f"--repo-id {args.repo_id!r} is not a Hub repository id such as your-name/model-name") from None
+        raise UsageError(
+            f"--repo-id {args.repo_id!r} is not a Hub repository id such as your-name/model-name"
+        ) from None
     return args
 
 
@@ -56,7 +66,9 @@ def code_files(folder: Path) -> set[str]:
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     references = list((config.get("auto_map") or {}).values())
     references += [task.get("impl", "") for task in (config.get("custom_pipelines") or {}).values()]
-    named = {folder / (reference.rsplit(".", 1)[0].split("--")[-1] + ".py") for reference in references if "." in reference}
+    named = {
+        folder / (reference.rsplit(".", 1)[0].split("--")[-1] + ".py") for reference in references if "." in reference
+    }
     imported = {Path(path) for file in named if file.is_file() for path in get_relative_import_files(file)}
     return {path.name for path in named | imported}
 
@@ -66,6 +78,10 @@ def files_to_upload(folder: Path) -> tuple[list[Path], list[Path]]:
     or holds pickled files anywhere."""
     if not folder.is_dir():
         raise UsageError(f"--folder {folder} is not a folder")
+    if (folder / "model.bin").is_file() and not (folder / "model.safetensors").is_file():
+        raise UsageError(
+            f"--folder {folder} is a CTranslate2 export (model.bin); push the model folder it was exported from"
+        )
     every = sorted(path for path in folder.rglob("*") if path.is_file())
     pickles = [str(path.relative_to(folder)) for path in every if path.suffix in PICKLE_SUFFIXES]
     if pickles:
@@ -88,7 +104,9 @@ def dry_run(folder: Path, upload: list[Path], left: list[Path], repo_id: str) ->
     for path in upload:
         print(f"  {path.relative_to(folder)} ({path.stat().st_size:,} bytes)")
     if left:
-        print(f"Not uploaded ({len(left)}, not part of a model repository): {', '.join(str(p.relative_to(folder)) for p in left)}")
+        print(
+            f"Not uploaded ({len(left)}, not part of a model repository): {', '.join(str(p.relative_to(folder)) for p in left)}"
+        )
     print("Model card header:")
     print(ModelCard.load(folder / "README.md").data.to_yaml())
 
@@ -104,6 +122,7 @@ def upload(folder: Path, files: list[Path], repo_id: str, private: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     files, left = files_to_upload(args.folder)
+    load_model_folder(str(args.folder), "--folder", args.trust_remote_code)  # a damaged folder is refused, not pushed
     if args.dry_run:
         dry_run(args.folder, files, left, args.repo_id)
         return 0

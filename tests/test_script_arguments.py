@@ -54,6 +54,12 @@ def workspace(tmp_path_factory, tokenizer):
     (pickled / "training_args.bin").write_bytes(b"a pickle holding --hub_token")
     (root / "run" / "checkpoint-4").mkdir(parents=True)
     (root / "run" / "checkpoint-4" / "trainer_state.json").write_text('{"global_step": 4}')
+    cut = root / "cut"  # a Hub folder whose weights file was cut short
+    shutil.copytree(root / "hub", cut)
+    (cut / "model.safetensors").write_bytes((cut / "model.safetensors").read_bytes()[:1000])
+    (root / "ct2").mkdir()  # what export_ctranslate2.py writes
+    for name in ("model.bin", "config.json", "tokenizer.json"):
+        (root / "ct2" / name).write_bytes(b"{}")
     (root / "a_file").write_text("a file, not a folder\n")
     (root / "outputs").mkdir()
     return root
@@ -213,6 +219,8 @@ PUSH_CASES = {
     "not a model folder": (["--folder", "{root}/data"], "lacks config.json"),
     "bad repository id": (["--repo-id", "me/two words"], "is not a Hub repository id"),
     "pickles in the tree": (["--folder", "{root}/pickled"], "holds pickled files (checkpoint-8/optimizer.pt, training_args.bin)"),
+    "damaged weights": (["--folder", "{root}/cut"], "--folder {root}/cut: model.safetensors cannot be loaded"),
+    "a CTranslate2 export": (["--folder", "{root}/ct2"], "is a CTranslate2 export (model.bin); push the model folder it was exported from"),
 }
 
 
