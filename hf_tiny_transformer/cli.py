@@ -234,6 +234,8 @@ def check_model_source(name: str, flag: str):
     in_a_local_folder = Path(name).parent != Path(".") and Path(name).parent.is_dir()
     if not Path(name).exists() and (in_a_local_folder or not is_hub_id(name)):
         raise UsageError(f"{flag} {name} does not exist; pass a folder saved with save_pretrained, or a Hub id")
+    if Path(name).is_file():
+        raise UsageError(f"{flag} {name} is a file; pass the model folder that holds it")
     if Path(name).is_dir() and not (Path(name) / "config.json").is_file():
         raise UsageError(f"{flag} {name} has no config.json; pass a folder saved with save_pretrained")
 

@@ -243,6 +243,7 @@ def test_make_demo_data_py(workspace, arguments, message):
 
 TRANSLATE_CASES = {
     "no model": (["--model", None], "the following arguments are required: --model"),
+    "model is a file": (["--model", "{root}/a_file"], "--model {root}/a_file is a file; pass the model folder that holds it"),
     "beams 0": (["--num_beams", "0"], "--num_beams must be a whole number of at least 1"),
     "beams not whole": (["--num_beams", "2.5"], "argument --num_beams: invalid int value: '2.5'"),
     "batch size 0": (["--batch_size", "0"], "--batch_size must be a whole number of at least 1"),
