@@ -2,8 +2,9 @@
 page) does with the texts it is given, so that they all behave the same.
 
 - Texts are checked (a string or a list of strings) and so are the generation settings (`generation_settings`).
-- A text is translated line by line; a line longer than the model takes is cut into sentences, and a sentence too
-  long on its own into pieces (`segments`); the translations are put back in order (`join`):
+- A text is translated line by line and sentence by sentence, as the models were trained (given two sentences at
+  once they can drop one); a sentence too long on its own is cut into pieces (`segments`); the translations are put
+  back in order (`join`):
 
       translations = translate_in_pieces(texts, translate_pieces, count_tokens, max_tokens=64, ...)
 
@@ -52,7 +53,7 @@ class Segment:
 
 def sentences(text: str, lang: str) -> list[str]:
     """Split `text` into sentences; each keeps its trailing whitespace, so `"".join(sentences(text, lang)) == text`."""
-    try:  # imported here: a saved model's remote code needs sentencex only to translate texts longer than it takes
+    try:  # imported here: a saved model's remote code without sentencex still translates lines that fit whole
         import sentencex
     except ImportError as error:
         raise ImportError(
@@ -122,7 +123,7 @@ def _best_cut(prefix: str) -> int:
 
 
 def segments(text: str, lang: str, count_tokens: Callable[[str], int], max_tokens: int) -> list[Segment]:
-    """The pieces of `text` to translate: each line whole if it fits, else its sentences, cut further if needed.
+    """The pieces of `text` to translate: the sentences of each line, a sentence too long cut further.
 
     Lines keep their place (`Segment.line_breaks`); blank lines at the start and end, and whitespace around each
     line, are dropped. Empty or whitespace-only text gives no segments.
@@ -147,9 +148,13 @@ def _line_pieces(line: str, lang: str, count_tokens: Callable[[str], int], max_t
     """The pieces of one stripped line, stripped, none empty."""
     if not line:
         return []
-    if count_tokens(line) <= max_tokens:
-        return [line]
-    pieces = [piece for sentence in sentences(line, lang) for piece in hard_split(sentence, count_tokens, max_tokens)]
+    try:  # sentence by sentence, as the models were trained: given several at once, they can drop one
+        line_sentences = sentences(line, lang)
+    except ImportError:
+        if count_tokens(line) <= max_tokens:  # without sentencex, a line that fits goes whole
+            return [line]
+        raise
+    pieces = [piece for sentence in line_sentences for piece in hard_split(sentence, count_tokens, max_tokens)]
     logger.debug("split a line of %d characters into %d pieces", len(line), len(pieces))
     return [piece.strip() for piece in pieces if piece.strip()]
 

@@ -1,5 +1,6 @@
 """Text around the model: sentence splitting, hard splits, segments and join, English casing."""
 
+import sys
 import unicodedata
 
 import pytest
@@ -130,10 +131,14 @@ def test_every_piece_is_translated_once_and_in_order():
     assert join([f"<{i}>" for i in range(len(pieces))], pieces, "ja") == "<0><1>\n\n<2><3>\n<4>\n<5><6><7>"
 
 
-def test_a_line_that_fits_is_one_segment():
+def test_a_line_is_cut_into_its_sentences_even_when_it_fits(monkeypatch):
     text = "Hello there. How are you?"
+    assert segments(text, "en", len, max_tokens=len(text)) == [Segment("Hello there.", 0), Segment("How are you?", 0)]
+    assert segments("How are you?", "en", len, max_tokens=50) == [Segment("How are you?", 0)]
+    monkeypatch.setitem(sys.modules, "sentencex", None)  # a remote-code user without sentencex: a line that fits goes whole
     assert segments(text, "en", len, max_tokens=len(text)) == [Segment(text, 0)]
-    assert len(segments(text, "en", len, max_tokens=len(text) - 1)) == 2
+    with pytest.raises(ImportError, match="pip install sentencex"):
+        segments(text, "en", len, max_tokens=len(text) - 1)
 
 
 def test_segments_of_a_japanese_text():
@@ -142,11 +147,12 @@ def test_segments_of_a_japanese_text():
     assert pieces == [
         Segment("彼は「行きます。」と言った。", 0),
         Segment("それから帰った。", 0),
-        Segment("今日は晴れ。明日は雨！", 2),
+        Segment("今日は晴れ。", 2),
+        Segment("明日は雨！", 0),
         Segment("短い。", 3),
     ]
     assert join([piece.text for piece in pieces], pieces, "ja") == text
-    assert join(["He said.", "Then.", "Sunny.", "Short."], pieces, "en") == "He said. Then.\n\nSunny.\n\n\nShort."
+    assert join(["He said.", "Then.", "Sunny.", "Rain!", "Short."], pieces, "en") == "He said. Then.\n\nSunny. Rain!\n\n\nShort."
 
 
 def test_surrounding_blank_lines_and_indentation_are_dropped():

@@ -67,17 +67,16 @@ class Demo:
         self.translator = TransformersTranslator(model, tokenizer)
 
     def translate_and_draw(self, source: str, kind: str, layer: int):
-        """The translation of `source` (sentence by sentence when it is longer than the model takes, as every front
-        door does), every head of `kind` attention in `layer` for its first piece as a picture, and a note when the
-        text was split."""
+        """The translation of `source` (sentence by sentence, as every front door does), every head of `kind`
+        attention in `layer` for its first piece as a picture, and a note when the text was split."""
         if not source.strip():
             return "", None, ""
         translation = self.translator.translate([source])[0]
         pieces = self.pieces(source)
         note = ""
         if len(pieces) > 1:
-            note = (f"The text is longer than the model takes at once ({self.translator.max_positions} tokens): it was "
-                    f"translated in {len(pieces)} pieces, sentence by sentence. The heatmap shows the first piece.")  # fmt: skip
+            note = (f"The text was translated in {len(pieces)} pieces, sentence by sentence, as the model was trained "
+                    f"(at most {self.translator.max_positions} tokens at once). The heatmap shows the first piece.")  # fmt: skip
         # the heatmap is of the translation shown (of its first piece), as the model reads it teacher-forced
         first = translation if len(pieces) == 1 else self.translator.translate([pieces[0]])[0]
         attention = attention_weights(self.model, self.tokenizer, pieces[0], target=first)
