@@ -244,7 +244,7 @@ def translate_in_pieces(
     target_lang: str | None = None,
     casing: bool | None = None,
 ) -> list[list[str]]:
-    """Translate `texts` whole where they fit, in pieces where not; one list of translations per text.
+    """Translate `texts` sentence by sentence (see `segments`); one list of translations per text.
 
     Args:
         texts: the source texts; empty ones give "".
@@ -256,7 +256,7 @@ def translate_in_pieces(
         casing: English casing of the output; None: when the target language is English.
     """
     plans = [segments(text, source_lang or guess_language(text), count_tokens, max_tokens) for text in texts]
-    split = sum(len(plan) > sum(bool(line.strip()) for line in text.splitlines()) for plan, text in zip(plans, texts))
+    split = sum(any(count_tokens(line) > max_tokens for line in text.splitlines()) for text in texts)
     if split:
         logger.warning(
             "%d of %d texts are longer than the model takes at once (%d tokens): translated sentence by sentence",

@@ -69,6 +69,10 @@ def test_the_pipeline_translates_a_long_document_sentence_by_sentence(model, tok
     expected = expected_document(document, lang, lambda sentence: translate(sentence)[0]["translation_text"])
     assert translate(document)[0]["translation_text"] == expected
     assert f"longer than the model takes at once ({MAX_POSITIONS} tokens): translated sentence by sentence" in caplog.text
+    caplog.clear()
+    first, second = sentences(document.split("\n\n")[0], lang)[:2]
+    assert translate(first + second)[0]["translation_text"]  # two short sentences: split, but not too long
+    assert "longer than the model takes" not in caplog.text
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
