@@ -53,9 +53,9 @@ def read_weights(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[str,
         ) from None
 
 
-def upgrade_folder(folder: str | Path) -> bool:
-    """Rewrite `folder`/model.safetensors in the current layout; False when it already has it."""
-    state_dict, metadata = read_weights(folder)
+def upgrade_folder(folder: str | Path, state_dict: dict[str, torch.Tensor], metadata: dict[str, str] | None) -> bool:
+    """Rewrite `folder`/model.safetensors (read as `state_dict`, `metadata`) in the current layout; False when it
+    already has it."""
     if not any(name.endswith("kv_proj.weight") for name in state_dict):
         return False
     with replaced_file(Path(folder) / "model.safetensors") as temporary:
@@ -66,12 +66,11 @@ def upgrade_folder(folder: str | Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m hf_tiny_transformer.upgrade", description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", metavar="FOLDER", help="model folders saved by 0.1.x")
-    folders = parser.parse_args(argv).folders
-    for folder in folders:  # every folder readable before any is changed
-        read_weights(folder)
+    loaded = {folder: read_weights(folder) for folder in parser.parse_args(argv).folders}  # all read before any change
     with command_output(sys.stdout) as output:
-        for folder in folders:
-            output.info(f"{folder}: {'converted' if upgrade_folder(folder) else 'already in the current layout'}")
+        for folder, (state_dict, metadata) in loaded.items():
+            converted = upgrade_folder(folder, state_dict, metadata)
+            output.info(f"{folder}: {'converted' if converted else 'already in the current layout'}")
     return 0
 
 

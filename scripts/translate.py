@@ -12,7 +12,6 @@ line. From standard input, lines are translated as they come: one at a time when
 
 import io
 import itertools
-import os
 import sys
 
 from hf_tiny_transformer.cli import ArgumentParser, UsageError, engine_arguments, first_line, run
@@ -66,8 +65,6 @@ def main(argv=None) -> int:
             print("\n".join(translator.translate(batch, **args.settings)), flush=True)
     except UnicodeDecodeError:
         raise UsageError("standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8") from None
-    except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except KeyboardInterrupt:
         return 130
     return 0

@@ -188,3 +188,14 @@ def test_translate_refuses_standard_input_that_is_not_utf8(trained_demo_model):
                                 input=data, capture_output=True, cwd=ROOT, timeout=300)  # fmt: skip
         assert result.returncode == 2, result.stderr[-2000:]
         assert result.stderr.decode().splitlines() == ["translate.py: standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8"]
+
+
+def test_a_reader_that_stops_reading_ends_translate_quietly(trained_demo_model):
+    process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "translate.py"), "--model", str(trained_demo_model), "--batch_size", "4"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)  # fmt: skip
+    process.stdin.write(b"I eat cake.\n" * 400)
+    process.stdin.close()
+    assert process.stdout.readline().strip()
+    process.stdout.close()  # as `| head -1` does
+    assert process.wait(timeout=300) == 0
+    assert b"Traceback" not in process.stderr.read()
