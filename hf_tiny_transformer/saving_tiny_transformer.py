@@ -86,9 +86,26 @@ def replaced_file(path: StrPath) -> Iterator[Path]:
     os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         yield temporary
+        os.chmod(temporary, _usual_mode(0o666))  # a writer may have replaced it (safetensors writes files 0o600)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _usual_mode(mode: int) -> int:
+    """`mode` less this process's umask: what `open()` (0o666) or `mkdir()` (0o777) gives a new file or folder."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return mode & ~umask
+
+
+def _give_usual_modes(folder: Path):
+    """The files and folders a save wrote under `folder` get the usual permissions (safetensors writes 0o600)."""
+    for root, folders, files in os.walk(folder):
+        for name in folders:
+            os.chmod(os.path.join(root, name), _usual_mode(0o777))
+        for name in files:
+            os.chmod(os.path.join(root, name), _usual_mode(0o666))
 
 
 def write_atomically(path: StrPath, data: str | bytes):
@@ -192,6 +209,7 @@ def staged_folder(folder: StrPath) -> Iterator[Path]:
     staging.mkdir()
     try:
         yield staging
+        _give_usual_modes(staging)  # before the old folder's files are linked in: only what this save wrote
         if folder.is_dir():
             _carry_over(folder, staging)
         _put_in_place(staging, folder)

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import save_file
 
 from hf_tiny_transformer import saving_tiny_transformer as saving
 from hf_tiny_transformer.saving_tiny_transformer import replaced_file, staged_folder, write_atomically
@@ -296,6 +298,12 @@ def test_files_and_folders_get_the_usual_permissions(tmp_path, umask_027):
         write_files(staging, NEW)
     assert mode(tmp_path / "private.txt") == mode(tmp_path / "new.txt") == 0o640
     assert mode(tmp_path / "model") == 0o750
+    # a writer that makes its own files 0o600, as safetensors does
+    with replaced_file(tmp_path / "weights.safetensors") as temporary:
+        save_file({"w": torch.zeros(2)}, temporary)
+    with staged_folder(tmp_path / "model") as staging:
+        save_file({"w": torch.zeros(2)}, staging / "model.safetensors")
+    assert mode(tmp_path / "weights.safetensors") == mode(tmp_path / "model" / "model.safetensors") == 0o640
 
 
 # --- a real model folder ----------------------------------------------------------------------------------------------
