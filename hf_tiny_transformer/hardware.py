@@ -50,10 +50,11 @@ class ComputeType:
     reason: str
 
 
-def cpuinfo_field(name: str, cpuinfo: str | os.PathLike = CPUINFO) -> str:
-    """The value of the first `name : value` line of /proc/cpuinfo (the first CPU's); "" where there is none."""
+def cpuinfo_field(name: str, cpuinfo: str | os.PathLike | None = None) -> str:
+    """The value of the first `name : value` line of /proc/cpuinfo (or `cpuinfo`; the first CPU's); "" where there
+    is none. CPUINFO is read at each call, so that tests can point it at another machine's file."""
     try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as lines:
+        with open(cpuinfo or CPUINFO, encoding="utf-8", errors="replace") as lines:
             for line in lines:
                 key, _, value = line.partition(":")
                 if key.strip() == name:
@@ -63,7 +64,7 @@ def cpuinfo_field(name: str, cpuinfo: str | os.PathLike = CPUINFO) -> str:
     return ""
 
 
-def cpu_flags(cpuinfo: str | os.PathLike = CPUINFO) -> frozenset[str]:
+def cpu_flags(cpuinfo: str | os.PathLike | None = None) -> frozenset[str]:
     """The CPU's feature flags ("avx2", "avx512_bf16", "amx_bf16", ...); empty where /proc/cpuinfo has none."""
     return frozenset(cpuinfo_field("flags", cpuinfo).split())
 
@@ -155,7 +156,7 @@ def ctranslate2_compute_type(device: str, flags: frozenset[str] | None = None) -
     raise ValueError(f"CTranslate2 runs on 'cpu' or 'cuda', not {device!r}")
 
 
-def describe(cpuinfo: str | os.PathLike = CPUINFO) -> str:
+def describe(cpuinfo: str | os.PathLike | None = None) -> str:
     """One line for logs and model cards: CPU model, logical CPUs, torch threads, notable flags, CUDA device."""
     model = cpuinfo_field("model name", cpuinfo) or platform.processor() or "unknown CPU"
     flags = cpu_flags(cpuinfo)
@@ -180,6 +181,22 @@ def keep_freed_memory() -> bool:
     except (AttributeError, OSError):
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, INT_MAX)) and bool(mallopt(M_TRIM_THRESHOLD, INT_MAX))
+
+
+ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+
+
+def keep_compiled_kernels(capacity: int = 65536) -> bool:
+    """Let oneDNN keep `capacity` compiled kernels instead of its default 1,024. On a CPU with bfloat16
+    instructions torch's bfloat16 matrix multiplies are oneDNN kernels, compiled for each shape the first time it
+    is seen (1-3 ms each); batches by tokens bring thousands of shapes an epoch, so with the default cache the
+    kernels were compiled again at nearly every step: a bf16 training step took 250 ms instead of 200 on this
+    project's AMX CPU (benchmarks/README.md). The variable is read when oneDNN makes its first kernel: call this
+    before any. False where the user set it."""
+    if ONEDNN_CACHE in os.environ:
+        return False
+    os.environ[ONEDNN_CACHE] = str(capacity)
+    return True
 
 
 def flush_denormals() -> bool:

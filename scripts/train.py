@@ -35,7 +35,7 @@ from hf_tiny_transformer.cli import UsageError, check_output, first_line, load_m
 from hf_tiny_transformer.data.sources import load_pairs  # noqa: E402
 from hf_tiny_transformer.data.tokenizer import lowercases, train_tokenizer  # noqa: E402
 from hf_tiny_transformer.evaluation import scores  # noqa: E402
-from hf_tiny_transformer.hardware import describe, flush_denormals, keep_freed_memory  # noqa: E402
+from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels, keep_freed_memory  # noqa: E402
 from hf_tiny_transformer.marian import marian_of_the_same_shape  # noqa: E402
 from hf_tiny_transformer.training.arguments import parse_arguments  # noqa: E402
 from hf_tiny_transformer.training.budget import TimeBudget, provisional_max_steps  # noqa: E402
@@ -46,6 +46,14 @@ from hf_tiny_transformer.training.checkpoints import (  # noqa: E402
     last_complete_checkpoint,
     trained_steps,
 )
+from hf_tiny_transformer.training.precision import (  # noqa: E402
+    RecordMode,
+    candidate_modes,
+    chosen,
+    resumed_trial,
+    time_modes,
+    trial_batches,
+)
 from hf_tiny_transformer.training.record import check_resumable, save_run  # noqa: E402
 from hf_tiny_transformer.training.trainer import TranslationTrainer, progress_callbacks  # noqa: E402
 
@@ -55,6 +63,7 @@ logger = logging.getLogger("train")
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     keep_freed_memory()  # glibc keeps freed memory for the next step instead of faulting it in again (+4-11 %)
+    keep_compiled_kernels()  # oneDNN keeps the bfloat16 kernels of every batch shape (+25 % in bf16 on AMX)
     model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
     if training_args.flush_denormal:
         flush_denormals()  # before torch starts its threads, which inherit it
@@ -100,18 +109,30 @@ def main(argv: list[str] | None = None) -> int:
     sizes = {split: getattr(pairs, "num_rows", "a stream") for split, pairs in tokenized.items()}
     logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", sizes)
 
+    # The precision and attention to train in: timed on this run's batches where the device gives a choice (a
+    # resumed run keeps its own).
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model)
+    modes = candidate_modes(training_args.precision_choice, training_args.bf16_native,
+                            training_args.requested_precision, model_args.attn_implementation)  # fmt: skip
+    trial = resumed_trial(checkpoint, modes) or time_modes(
+        model, trial_batches(tokenized["train"], collator, training_args), modes, training_args
+    )
+    training_args.train_in(chosen(trial, training_args.precision_choice))
+    model.set_attn_implementation(trial.best.attention)
+    logger.info("machine: %s; precision %s; %s attention", describe(), training_args.precision_choice.reason,
+                trial.best.attention)  # fmt: skip
+
     # Training, to a time budget when the recipe has one.
-    logger.info("machine: %s; precision %s", describe(), training_args.precision_choice.reason)
     budget = time_budget(training_args, checkpoint)
     trainer = TranslationTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized["train"],
         eval_dataset=tokenized.get("validation"),
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        data_collator=collator,
         processing_class=tokenizer,
         compute_metrics=metrics_function(tokenizer, data_args.target_lang),
-        callbacks=progress_callbacks(training_args) + ([budget] if budget else []),
+        callbacks=progress_callbacks(training_args) + [RecordMode(trial)] + ([budget] if budget else []),
     )
     if budget:
         budget.progress = next((c for c in trainer.callback_handler.callbacks if isinstance(c, ProgressCallback)), None)
@@ -121,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         "train_steps": trainer.state.global_step,
         "precision": training_args.precision_choice.precision,
         "precision_reason": training_args.precision_choice.reason,
+        "attention": trial.best.attention,
+        "precision_trial_seconds_per_step": trial.seconds_per_step,
         "flush_denormal": training_args.flush_denormal,
         "machine": describe(),
     }

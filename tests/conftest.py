@@ -136,13 +136,38 @@ class ScriptResult:
     stderr: str
 
 
-def run_script(name: str, *args: str, cwd=None, timeout: float = 120) -> ScriptResult:
+# The project's machines by the CPU flags that matter (and a few that do not): what /proc/cpuinfo shows there.
+AMX = frozenset(
+    {"fma", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "amx_int8"}
+)  # Intel Xeon, Sapphire Rapids and later
+AVX512_BF16 = frozenset({"fma", "avx2", "avx512f", "avx512_vnni", "avx512_bf16"})  # AMD EPYC (Zen 4)
+AVX2 = frozenset({"fma", "avx2", "f16c"})  # no bfloat16 instructions
+MACHINES = {"amx": AMX, "avx512_bf16": AVX512_BF16, "avx2": AVX2}
+
+
+def fake_cpuinfo(folder: Path, flags: frozenset[str], model: str = "Intel(R) Xeon(R) Platinum 8480+") -> Path:
+    """A /proc/cpuinfo of one CPU with these flags, for `hardware.CPUINFO` (what the hardware detection reads)."""
+    path = folder / "cpuinfo"
+    path.write_text(f"processor\t: 0\nmodel name\t: {model}\nflags\t\t: {' '.join(sorted(flags))}\n")
+    return path
+
+
+# `python -c FAKED_CPU cpuinfo script args...`: the script run as __main__ on a machine whose /proc/cpuinfo is the
+# given file: the detection is faked where the command starts, and everything after it runs as it would there.
+FAKED_CPU = (
+    "import runpy, sys; import hf_tiny_transformer.hardware as hardware; hardware.CPUINFO = sys.argv.pop(1); "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def run_script(name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: Path | None = None) -> ScriptResult:
     """Run scripts/{name} as `python scripts/{name} args...` would, in a child process forked from this one.
 
     The child has torch and transformers imported already (a fresh interpreter spends about 8 s importing them on
     this project's machine); it runs the script as __main__ and exits with its exit status, its output captured.
     Meant for short runs (bad arguments, a few training steps of a tiny model); the child computes on one thread,
-    since OpenMP thread pools do not survive fork, and is killed when it runs longer than `timeout` seconds.
+    since OpenMP thread pools do not survive fork, and is killed when it runs longer than `timeout` seconds. With
+    `cpuinfo` (see fake_cpuinfo), the script runs as on a machine whose /proc/cpuinfo that file is.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
@@ -150,6 +175,10 @@ def run_script(name: str, *args: str, cwd=None, timeout: float = 120) -> ScriptR
             code = 1
             try:
                 torch.set_num_threads(1)
+                if cpuinfo is not None:
+                    from hf_tiny_transformer import hardware
+
+                    hardware.CPUINFO = str(cpuinfo)
                 logging.root.handlers.clear()  # pytest's capture handlers: the script configures its own, as in a shell
                 os.dup2(out.fileno(), 1)
                 os.dup2(err.fileno(), 2)
@@ -220,7 +249,7 @@ def trained_demo_model(demo_files, tmp_path_factory):
         "--config_overrides", "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,decoder_layers=2,max_position_embeddings=64",
         "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
         "--output_dir", str(out), "--per_device_train_batch_size", "64", "--max_steps", "350", "--warmup_steps", "100",
-        "--learning_rate", "0.003", "--save_strategy", "no", "--use_cpu", "true", "--disable_tqdm", "true",
+        "--learning_rate", "0.003", "--save_strategy", "no", "--disable_tqdm", "true",
         "--report_to", "none", "--seed", "0",
     ]  # fmt: skip
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *arguments], capture_output=True, text=True)

@@ -20,14 +20,10 @@ from hf_tiny_transformer.hardware import (
     describe,
 )
 
-# The machines of the project, by the flags that matter (and a few that do not).
-AMX = frozenset(
-    {"fma", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "amx_int8"}
-)
-AVX512_BF16 = frozenset({"fma", "avx2", "avx512f", "avx512_vnni", "avx512_bf16"})  # AMD EPYC (Zen 4)
-AVX2 = frozenset({"fma", "avx2", "f16c"})
+from conftest import AMX, AVX2, AVX512_BF16
+
 AVX_VNNI = frozenset({"fma", "avx2", "avx_vnni"})  # Intel Alder Lake
-# This machine (Ice Lake): lscpu's Flags line, AVX-512 and VNNI, no avx512_bf16.
+# An Intel Ice Lake of the project: lscpu's Flags line, AVX-512 and VNNI, no avx512_bf16.
 ICE_LAKE_LSCPU = (
     "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx "
     "pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid tsc_known_freq pni pclmulqdq ssse3 fma "

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hf_tiny_transformer import TinyTransformerModel
-from hf_tiny_transformer.modeling_tiny_transformer import MultiHeadAttention, sinusoidal_table
+from hf_tiny_transformer.modeling_tiny_transformer import MultiHeadAttention, apply_dropout, sinusoidal_table
 
 from conftest import tiny_config, tiny_model
 
@@ -19,6 +19,25 @@ def test_sinusoidal_table_is_the_papers_formula_interleaved():
             angle = pos / 10000 ** (2 * i / d_model)
             assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-7)
             assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("p", [0.1, 0.3])
+def test_dropout_zeroes_a_share_p_and_scales_the_rest(dtype, p):
+    """Training: zeros where the mask drops (a share p of 2 million, within 5 standard deviations), the others
+    x / (1 - p), the gradient the same mask; the same seed, the same mask; inference and p = 0 give x itself."""
+    x = (torch.rand(2000, 1000) + 1).to(dtype).requires_grad_()  # no zeros of its own
+    torch.manual_seed(0)
+    y = apply_dropout(x, p, training=True)
+    dropped = y == 0
+    share = dropped.double().mean().item()
+    assert abs(share - p) < 5 * math.sqrt(p * (1 - p) / x.numel()), share
+    torch.testing.assert_close(y[~dropped], (x[~dropped].double() / (1 - p)).to(dtype), rtol=1e-2 if dtype == torch.bfloat16 else 1e-6, atol=0)
+    y.backward(torch.ones_like(y))
+    assert torch.equal(x.grad == 0, dropped)
+    torch.manual_seed(0)
+    assert torch.equal(apply_dropout(x, p, training=True) == 0, dropped)
+    assert apply_dropout(x, p, training=False) is x and apply_dropout(x, 0.0, training=True) is x
 
 
 def linear(module, x):

@@ -97,7 +97,7 @@ def small_run(demo_files, output_dir, *extra):
         "--shape", "tiny", "--vocab_size", "600", "--config_overrides",
         "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64",
         "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
-        "--output_dir", str(output_dir), "--warmup_steps", "2", "--use_cpu", "true", "--disable_tqdm", "true",
+        "--output_dir", str(output_dir), "--warmup_steps", "2", "--disable_tqdm", "true",
         "--report_to", "none", "--seed", "0", *extra,
     ]  # fmt: skip
 

@@ -43,7 +43,7 @@ def train_args(data, output_dir, *extra: str) -> list[str]:
         "--shape", "tiny", "--config_overrides", SMALL_MODEL, "--vocab_size", "400",
         "--train_source_file", f"{data}/train.en", "--train_target_file", f"{data}/train.ja",
         "--output_dir", str(output_dir), "--per_device_train_batch_size", "16", "--max_steps", "4",
-        "--warmup_steps", "2", "--save_strategy", "no", "--use_cpu", "true", "--disable_tqdm", "true",
+        "--warmup_steps", "2", "--save_strategy", "no", "--disable_tqdm", "true",
         "--report_to", "none", "--seed", "0", *extra,
     ]  # fmt: skip
 

@@ -69,7 +69,7 @@ def train_args(root, *changes: str) -> list[str]:
     return [
         "--shape", "tiny", "--config_overrides", SMALL_MODEL, "--vocab_size", "600",
         "--train_source_file", str(root / "data" / "train.en"), "--train_target_file", str(root / "data" / "train.ja"),
-        "--output_dir", str(root / "outputs" / "new_run"), "--max_steps", "2", "--use_cpu", "true", "--report_to", "none",
+        "--output_dir", str(root / "outputs" / "new_run"), "--max_steps", "2", "--report_to", "none",
         *changes,
     ]  # fmt: skip
 

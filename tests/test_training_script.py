@@ -18,7 +18,7 @@ from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 from hf_tiny_transformer.marian import marian_of_the_same_shape
 from hf_tiny_transformer.training.arguments import parse_arguments
 
-from conftest import run_script
+from conftest import AVX2, fake_cpuinfo, run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def quick_args(data: Path | None, output_dir: Path, *extra: str) -> list[str]:
         "--max_steps", "4",
         "--warmup_steps", "2",
         "--save_strategy", "no",
-        "--use_cpu", "true",
+       
         "--disable_tqdm", "true",
         "--seed", "0",
         *extra,
@@ -68,13 +68,14 @@ def test_a_json_recipe_holds_the_flags_and_later_flags_override_it(tmp_path):
     assert model_args.lowercase is True and args.batch_tokens == 512
 
 
-def test_the_projects_recipes_parse_and_run_where_the_hardware_says(tmp_path):
-    """The recipes force no device: they run on a GPU where there is one (use_cpu is not set)."""
+def test_the_projects_recipes_force_no_device_precision_or_overwrite(tmp_path):
+    """The recipes run where the hardware says (a GPU where there is one: tests/test_precision.py) and never replace
+    a user's run (that is asked on the command line)."""
     for recipe in sorted((ROOT / "recipes").glob("*.json")):
+        flags = json.loads(recipe.read_text())
+        assert not {"use_cpu", "precision", "bf16", "attn_implementation", "overwrite_output_dir"} & set(flags), recipe
         _, _, args = parse_arguments([str(recipe), "--output_dir", str(tmp_path / recipe.stem)])
-        assert not args.use_cpu and "use_cpu" not in json.loads(recipe.read_text()), recipe
-        assert not args.overwrite_output_dir, recipe  # replacing a user's run is asked on the command line, never by a recipe
-        assert args.precision == "auto" and args.precision_choice.reason.startswith(args.precision_choice.precision)
+        assert args.precision == "auto" and not args.overwrite_output_dir, recipe
 
 
 def test_training_writes_a_hub_folder_with_test_metrics_in_its_card(demo_files, tmp_path):
@@ -119,7 +120,7 @@ def test_fine_tuning_a_saved_model_and_training_from_a_config(demo_files, tmp_pa
     first = tmp_path / "first"
     assert train(quick_args(demo_files, first)) == 0
     data = ["--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja")]
-    common = ["--max_steps", "2", "--save_strategy", "no", "--use_cpu", "true", "--disable_tqdm", "true", *data]
+    common = ["--max_steps", "2", "--save_strategy", "no", "--disable_tqdm", "true", *data]
     tuned = tmp_path / "tuned"
     assert train(["--model_name_or_path", str(first / "hub"), "--output_dir", str(tuned), *common]) == 0
     assert not (tuned / "tokenizer").exists()  # the model's own tokenizer, not a new one
@@ -222,7 +223,8 @@ def test_the_model_card_states_the_recipe_that_ran(demo_files, tmp_path):
     out = tmp_path / "run"
     flags = ["--batch_tokens", "600", "--label_smoothing_factor", "0.2", "--max_steps", "6", "--save_strategy", "steps",
              "--save_steps", "2", "--average_checkpoints", "3", "--learning_rate", "0.0015", "--gradient_accumulation_steps", "2"]  # fmt: skip
-    assert train(quick_args(demo_files, out, *flags)) == 0
+    result = run_script("train.py", *quick_args(demo_files, out, *flags), cpuinfo=fake_cpuinfo(tmp_path, AVX2), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
     card = (out / "hub" / "README.md").read_text()
     metrics = json.loads((out / "metrics.json").read_text())
     lines = dict(line[2:].split(": ", 1) for line in card.splitlines() if line.startswith("- ") and ": " in line)
@@ -232,8 +234,9 @@ def test_the_model_card_states_the_recipe_that_ran(demo_files, tmp_path):
     assert lines["Label smoothing"].startswith("0.2 (in the training loss")
     assert "peak learning rate 0.0015, inverse_sqrt schedule, 2 warmup steps" in lines["Optimizer"]
     assert lines["Checkpoint averaging"] == "the last 3 checkpoints (every 2 steps) averaged"
-    assert lines["Precision"] == metrics["precision_reason"] + "; denormals flushed to zero"
-    assert metrics["precision"] in ("fp32", "bf16") and metrics["flush_denormal"] is True
+    no_bf16 = "the CPU has no bfloat16 instructions (no avx512_bf16 or amx_bf16); bf16 would be emulated and slower"
+    assert lines["Precision"] == f"fp32: {no_bf16}; sdpa attention; denormals flushed to zero"
+    assert (metrics["precision"], metrics["attention"], metrics["flush_denormal"]) == ("fp32", "sdpa", True)
     config = json.loads((out / "hub" / "config.json").read_text())
     assert "label_smoothing" not in config  # a training setting, never the model's
     generation = json.loads((out / "hub" / "generation_config.json").read_text())
@@ -252,8 +255,9 @@ def test_a_time_budget_fixes_the_steps_and_the_same_run_repeats_with_max_steps(d
     steps = metrics["train_steps"]
     assert steps % 5 == 0 and steps >= 10 and metrics["time_budget_minutes"] == 0.5 and metrics["seconds_per_step"] > 0
     card = (tmp_path / "budget" / "hub" / "README.md").read_text()
-    assert f"(repeat with --max_steps {steps})" in card
-    repeat = [flag if flag != "-1" else str(steps) for flag in budget]
+    mode = ["--precision", metrics["precision"], "--attn_implementation", metrics["attention"]]
+    assert f"(repeat with --max_steps {steps} {' '.join(mode)})" in card
+    repeat = [flag if flag != "-1" else str(steps) for flag in budget] + mode
     assert train(quick_args(demo_files, tmp_path / "repeat", *repeat)) == 0
     first, second = (load_file(tmp_path / run / "hub" / "model.safetensors") for run in ("budget", "repeat"))
     for name in first:

@@ -51,7 +51,7 @@ def small_training(demo_files, output_dir, *extra: str) -> list[str]:
         "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64",
         "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
         "--output_dir", str(output_dir), "--max_steps", "8", "--logging_steps", "4", "--warmup_steps", "2",
-        "--save_strategy", "no", "--use_cpu", "true", "--report_to", "none", *extra,
+        "--save_strategy", "no", "--report_to", "none", *extra,
     ]  # fmt: skip
 
 

@@ -48,6 +48,14 @@ class ModelArguments:
         default=False,
         metadata={"help": "run the Python files of a model, config or tokenizer that is not this package's own"},
     )
+    attn_implementation: str = field(
+        default="auto",
+        metadata={
+            "help": "attention implementation to train with: sdpa, eager, or auto: sdpa in float32, and under bfloat16 "
+            "the faster of the two on this run's batches, timed at the start (see --precision)",
+            "choices": ["auto", "sdpa", "eager"],
+        },
+    )
 
     def __post_init__(self):
         if sum(source is not None for source in (self.model_name_or_path, self.shape, self.config_name)) != 1:
@@ -154,8 +162,9 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     precision: str = field(
         default="auto",
         metadata={
-            "help": "auto: bfloat16 autocast where the hardware has bfloat16 (a CPU with AMX or AVX-512 BF16, a CUDA "
-            "GPU), float32 elsewhere; or bf16, fp32",
+            "help": "auto: where the hardware has bfloat16 natively (a CPU with AMX or AVX-512 BF16, a CUDA GPU), "
+            "the faster of bfloat16 autocast and float32 on this run's batches, timed at the start (seconds); float32 "
+            "elsewhere. Or bf16, fp32",
             "choices": ["auto", "bf16", "fp32"],
         },
     )
@@ -175,15 +184,25 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
 
     def __post_init__(self):
-        from ..hardware import best_device, choose_precision
+        from ..hardware import best_device, bf16_support, choose_precision
 
-        self.precision_choice = choose_precision(
-            "bf16" if self.bf16 else self.precision, "cpu" if self.use_cpu else best_device()
-        )
+        device = "cpu" if self.use_cpu else best_device()
+        self.requested_precision = "bf16" if self.bf16 else self.precision
+        self.precision_choice = choose_precision(self.requested_precision, device)
+        self.bf16_native = bf16_support(device)[0] if self.precision_choice.precision == "bf16" else False
         self.bf16 = self.precision_choice.precision == "bf16"
+        if self.bf16 and device == "cpu":
+            self.use_cpu = True  # the library refuses bf16 without a GPU unless told that the run is on the CPU
         super().__post_init__()
         self.check_numbers()
         self.check_averaging()
+
+    def train_in(self, choice):
+        """Train in `choice`'s precision, measured after the arguments were made: bf16 and what the library derives
+        from it when it makes them (accelerate's mixed precision)."""
+        self.precision_choice = choice
+        self.bf16 = choice.precision == "bf16"
+        self.mixed_precision = "bf16" if self.bf16 else "no"
 
     def check_numbers(self):
         for flag, value, lowest in (

@@ -68,14 +68,14 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         "cross-entropy)",
         "Dropout": f"{getattr(config, 'dropout', None)} (attention {getattr(config, 'attention_dropout', None)}, "
         f"activation {getattr(config, 'activation_dropout', None)})",
-        "Precision": metrics["precision_reason"]
+        "Precision": f"{metrics['precision_reason']}; {metrics['attention']} attention"
         + ("; denormals flushed to zero" if metrics.get("flush_denormal") else ""),
         "Checkpoint averaging": averaging,
     }
     if metrics.get("time_budget_minutes"):
+        repeat = f"--max_steps {metrics['train_steps']} --precision {metrics['precision']} --attn_implementation " + metrics["attention"]
         lines["Time budget"] = (f"{metrics['time_budget_minutes']} minutes for the whole run; {metrics['train_steps']} "
-                                f"steps fitted at {metrics['seconds_per_step']:.2f} s a step (repeat with --max_steps "
-                                f"{metrics['train_steps']})")  # fmt: skip
+                                f"steps fitted at {metrics['seconds_per_step']:.2f} s a step (repeat with {repeat})")  # fmt: skip
     return "Trained with `scripts/train.py`:\n\n" + "\n".join(f"- {name}: {value}" for name, value in lines.items())
 
 
