@@ -9,15 +9,20 @@ to float32 as accelerate does, the label-smoothed loss, backward, gradient clipp
 recipe's model on --batches real batches by tokens of the recipe's corpus: a pass over them to warm up, then a timed
 pass, as a long run sees its batches again every epoch. The configurations, each adding one change to the one
 before it:
-- fp32 before: float32 with torch's dropout (the float32 reference of the last session);
-- bf16 before: bfloat16 autocast with sdpa attention, oneDNN's default kernel cache (1,024) and torch's dropout, what
+- fp32: float32 with sdpa attention, the reference;
+- bf16 before: bfloat16 autocast with sdpa attention and oneDNN's default kernel cache (1,024 kernels), what
   `--precision auto` trained in on such a CPU until now;
 - + eager attention: the model's own attention instead of PyTorch's CPU flash attention (sdpa);
-- + kernel cache: oneDNN keeps 65,536 compiled kernels (hardware.keep_compiled_kernels, as train.py sets it);
-- + dropout masks: the modeling file's masks from 15 random bits an element (apply_dropout): the code as it is;
-- fp32 now: float32 as it is now (sdpa, the kernel cache, the new masks).
-Prints the table (seconds a step, medians over rounds, and the gain over fp32 before and fp32 now) and one JSON
-line; writes runs/speed/bf16_steps.json.
+- + kernel cache: oneDNN keeps 65,536 compiled kernels (hardware.keep_compiled_kernels, as train.py sets it): what
+  `--precision auto` trains in now where the trial finds it fastest.
+With --tried, also what was tried on top of that and not kept:
+- dropout masks from 15 random bits an element (int16 random_) instead of torch's bernoulli_;
+- bf16 weights: the model itself in bfloat16 (no autocast), float32 master weights in the optimizer;
+- fp32 with bf16 matmul math: float32 everywhere, oneDNN computing the matrix multiplies from bfloat16 inputs
+  (torch.backends.mkldnn.matmul.fp32_precision = "bf16"), eager attention;
+- torch.compile of each encoder and decoder layer (dynamic shapes; compiling once, before the warm-up pass).
+Prints the table (seconds a step, medians over rounds, and the gain over fp32) and one JSON line; writes
+runs/speed/bf16_steps.json.
 """
 
 import argparse
@@ -34,14 +39,18 @@ from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.saving_tiny_transformer import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
-# name -> (precision, attention, oneDNN kernel cache, torch's dropout)
+# name -> (precision, attention, oneDNN kernel cache, what else is changed)
 STEPS = {
-    "fp32 before": ("fp32", "sdpa", 1024, True),
-    "bf16 before": ("bf16", "sdpa", 1024, True),
-    "+ eager attention": ("bf16", "eager", 1024, True),
-    "+ kernel cache": ("bf16", "eager", 65536, True),
-    "+ dropout masks": ("bf16", "eager", 65536, False),
-    "fp32 now": ("fp32", "sdpa", 65536, False),
+    "fp32": ("fp32", "sdpa", 1024, None),
+    "bf16 before": ("bf16", "sdpa", 1024, None),
+    "+ eager attention": ("bf16", "eager", 1024, None),
+    "+ kernel cache": ("bf16", "eager", 65536, None),
+}
+TRIED = {
+    "+ dropout masks from random bits": ("bf16", "eager", 65536, "dropout"),
+    "bf16 weights, fp32 master weights": ("bf16", "eager", 65536, "weights"),
+    "fp32 with bf16 matmul math": ("fp32", "eager", 65536, "matmul"),
+    "+ torch.compile of the layers": ("bf16", "eager", 65536, "compile"),
 }
 
 
@@ -53,7 +62,8 @@ def parse_args(argv=None):
     parser.add_argument("--batches", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "bf16_steps.json")
-    parser.add_argument("--worker", choices=list(STEPS), help=argparse.SUPPRESS)
+    parser.add_argument("--tried", action="store_true", help="also what was tried and not kept")
+    parser.add_argument("--worker", choices=[*STEPS, *TRIED], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     at_least("--batches", args.batches, 1)
     at_least("--rounds", args.rounds, 1)
@@ -64,22 +74,24 @@ def parse_args(argv=None):
 
 def worker(args) -> None:
     """One configuration in this process: prints the seconds a step took over the timed pass."""
-    precision, attention, capacity, torch_dropout = STEPS[args.worker]
+    precision, attention, capacity, change = {**STEPS, **TRIED}[args.worker]
     os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(capacity)  # before oneDNN makes its first kernel
     import torch
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq
 
     from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
     from hf_tiny_transformer import modeling_tiny_transformer as modeling
+    from hf_tiny_transformer.data.sources import load_pairs
     from hf_tiny_transformer.hardware import flush_denormals, keep_freed_memory
     from hf_tiny_transformer.training.arguments import parse_arguments
     from hf_tiny_transformer.training.precision import Mode, ModeRun, trial_batches
-    from hf_tiny_transformer.data.sources import load_pairs
 
     keep_freed_memory()
     flush_denormals()
-    if torch_dropout:  # the dropout of the last session: torch's own
-        modeling.apply_dropout = lambda x, p, training: torch.nn.functional.dropout(x, p, True) if training and p else x
+    if change == "dropout":
+        modeling.apply_dropout = random_bits_dropout
+    if change == "matmul":
+        torch.backends.mkldnn.matmul.fp32_precision = "bf16"
     flags = [args.recipe, "--output_dir", tempfile.mkdtemp(), "--precision", "fp32"]
     _, data_args, training_args = parse_arguments(flags + (["--corpus_dir", args.corpus_dir] if args.corpus_dir else []))
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
@@ -90,9 +102,65 @@ def worker(args) -> None:
     torch.manual_seed(0)
     model = TinyTransformerForConditionalGeneration(load_shape("tiny", vocab_size=len(tokenizer)))
     batches = trial_batches(train, DataCollatorForSeq2Seq(tokenizer, model=model), training_args, count=args.batches)
-    runner = ModeRun(model, Mode(precision, attention), training_args, torch.device("cpu"))
+    runner = (MasterWeightsRun if change == "weights" else ModeRun)(model, Mode(precision, attention), training_args, torch.device("cpu"))
+    if change == "compile":
+        for layer in (*runner.model.model.encoder.layers, *runner.model.model.decoder.layers):
+            layer.compile(dynamic=True)
+        runner.steps(batches[:2])  # compiled here, not timed
     runner.steps(batches)  # the first epoch: every shape's kernels made
     print(json.dumps({"seconds_per_step": runner.steps(batches) / len(batches)}))
+
+
+def random_bits_dropout(x, p: float, training: bool):
+    """Dropout whose mask is drawn as 15 random bits an element (p rounded to a multiple of 1/32768)."""
+    import torch
+
+    if not training or p == 0:
+        return x
+    keep = torch.empty(x.shape, dtype=torch.int16).random_() >= round(p * 2**15)
+    return x * (keep * (1 / (1 - p))).to(x.dtype)
+
+
+class MasterWeightsRun:
+    """A step of the model held in bfloat16 (no autocast; the loss from float32 logits), its float32 master weights
+    updated by the optimizer and copied back into the model after every step."""
+
+    def __init__(self, model, mode, training_args, device):
+        import copy
+
+        import torch
+        from transformers import Trainer
+
+        self.model = copy.deepcopy(model).train()
+        self.model.set_attn_implementation(mode.attention)
+        self.master = [parameter.detach().clone().requires_grad_() for parameter in self.model.parameters()]
+        self.model.to(torch.bfloat16)
+        optimizer_class, optimizer_kwargs = Trainer.get_optimizer_cls_and_kwargs(training_args, self.model)
+        self.optimizer = optimizer_class(self.master, **optimizer_kwargs)
+        self.epsilon, self.max_grad_norm = training_args.label_smoothing_factor, training_args.max_grad_norm
+
+    def steps(self, batches) -> float:
+        import time
+
+        import torch
+
+        from hf_tiny_transformer.training.loss import label_smoothed_cross_entropy
+
+        parameters = list(self.model.parameters())
+        start = time.perf_counter()
+        for batch in batches:
+            inputs = {name: tensor for name, tensor in batch.items() if name != "labels"}
+            logits = self.model(**inputs).logits.float()
+            label_smoothed_cross_entropy(logits, batch["labels"], self.epsilon).backward()
+            torch.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
+            for parameter, master in zip(parameters, self.master):
+                master.grad = parameter.grad.float()
+                parameter.grad = None
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                torch._foreach_copy_(parameters, self.master)
+        return time.perf_counter() - start
 
 
 def main(argv=None) -> None:
@@ -100,11 +168,12 @@ def main(argv=None) -> None:
     if args.worker:
         return worker(args)
     read_json_object(args.recipe, "--recipe")
-    seconds = {name: [] for name in STEPS}
+    configurations = {**STEPS, **(TRIED if args.tried else {})}
+    seconds = {name: [] for name in configurations}
     with tempfile.TemporaryDirectory() as folder:
         tokenizer = args.tokenizer or make_tokenizer(args, Path(folder) / "tokenizer")
         for _ in range(args.rounds):
-            for name in STEPS:
+            for name in configurations:
                 command = [sys.executable, __file__, "--worker", name, "--recipe", args.recipe, "--tokenizer", tokenizer,
                            "--batches", str(args.batches)] + (["--corpus_dir", args.corpus_dir] if args.corpus_dir else [])  # fmt: skip
                 result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"})
@@ -115,9 +184,9 @@ def main(argv=None) -> None:
     from hf_tiny_transformer.hardware import describe
 
     print(f"{describe()}\n{Path(args.recipe).name}, {args.batches} batches, {args.rounds} rounds")
-    print("| configuration | seconds a step | fp32 before / this | fp32 now / this |\n|---|---:|---:|---:|")
+    print("| configuration | seconds a step | fp32 / this |\n|---|---:|---:|")
     for name, value in medians.items():
-        print(f"| {name} | {value:.3f} | {medians['fp32 before'] / value:.2f} | {medians['fp32 now'] / value:.2f} |")
+        print(f"| {name} | {value:.3f} | {medians['fp32'] / value:.2f} |")
     result = {"machine": describe(), "recipe": Path(args.recipe).name, "batches": args.batches, "seconds": seconds, "medians": medians}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")

@@ -87,19 +87,8 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout while training: each element zeroed with probability p, the others scaled by 1 / (1 - p); x itself
-    at inference or with p = 0.
-
-    On the CPU the mask is drawn as 15 random bits an element from torch's generator (p rounded to a multiple of
-    1/32768: 0.1 becomes 0.100006), which took a third of the time of the `bernoulli_` inside nn.functional.dropout
-    there: 5-7 % of a bfloat16 training step (benchmarks/README.md). Elsewhere nn.functional.dropout.
-    """
-    if not training or p == 0:
-        return x
-    if x.device.type != "cpu":
-        return nn.functional.dropout(x, p=p, training=True)
-    keep = torch.empty(x.shape, dtype=torch.int16).random_() >= round(p * 2**15)  # random_: uniform in [0, 2^15)
-    return x * (keep * (1 / (1 - p))).to(x.dtype)
+    """nn.functional.dropout, not called at all when it would return x unchanged (inference, or p = 0)."""
+    return nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
 
 
 # ---------------------------------------------------------------------------------------------------------------
