@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # TORCH_INDEX="--index-url https://download.pytorch.org/whl/cpu" to get it instead of a CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
-# The real English-Japanese corpus (read in place, never copied) and extra flags for scripts/train.py.
+# The real English-Japanese corpus (read in place, never copied) and extra flags for training/train.py.
 CORPUS_DIR ?= ../shared/data/small_parallel_enja
 TRAIN_FLAGS ?=
 
@@ -21,28 +21,31 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# The suite, after the code's style: ruff's checks and its formatting, as configured in pyproject.toml.
 test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q
 
 # The main job: a tokenizer and a small model trained from scratch on the built-in demo corpus, then
 # translations of held-out sentences and their exact-match rate (the run fails below 95%).
 demo: install
-	$(PY) scripts/make_demo_data.py --output_dir runs/demo/data
-	$(PY) scripts/train.py recipes/demo.json --overwrite_output_dir $(TRAIN_FLAGS)  # the demo starts anew each time
-	$(PY) scripts/evaluate_model.py --model runs/demo/hub --source_file runs/demo/data/test.en \
+	$(PY) training/make_demo_data.py --output_dir runs/demo/data
+	$(PY) training/train.py training/recipes/demo.json --overwrite_output_dir $(TRAIN_FLAGS)  # the demo starts anew each time
+	$(PY) training/evaluate_model.py --model runs/demo/hub --source_file runs/demo/data/test.en \
 		--reference_file runs/demo/data/test.ja --target_lang ja --num_beams 1 --show 10 --min_exact_match 95
 
 # A real model: training (checkpoints averaged at the end), the beam size and length penalty chosen on the dev
 # split, then the test split translated with them and scored; the scores go into the model card.
 train-en-ja train-ja-en: train-%: install
-	$(PY) scripts/train.py recipes/$*.json --corpus_dir $(CORPUS_DIR) $(TRAIN_FLAGS)
-	$(PY) scripts/tune_decoding.py --model runs/$*/hub --corpus_dir $(CORPUS_DIR) \
+	$(PY) training/train.py training/recipes/$*.json --corpus_dir $(CORPUS_DIR) $(TRAIN_FLAGS)
+	$(PY) training/tune_decoding.py --model runs/$*/hub --corpus_dir $(CORPUS_DIR) \
 		--source_lang $(firstword $(subst -, ,$*)) --target_lang $(lastword $(subst -, ,$*))
-	$(PY) scripts/evaluate_model.py --model runs/$*/hub --corpus_dir $(CORPUS_DIR) --split test \
+	$(PY) training/evaluate_model.py --model runs/$*/hub --corpus_dir $(CORPUS_DIR) --split test \
 		--source_lang $(firstword $(subst -, ,$*)) --target_lang $(lastword $(subst -, ,$*)) \
 		--show 10 --output_file runs/$*/test.hyp --update_model_card
 
-# The demo page (hf_tiny_transformer/demo/app.py) on http://127.0.0.1:7860 for a saved model, e.g. make app MODEL=runs/demo/hub
+# The demo page (tiny-transformer app) on http://127.0.0.1:7860 for a saved model, e.g. make app MODEL=runs/demo/hub
 MODEL ?= runs/demo/hub
 app: install
-	$(PY) -m hf_tiny_transformer.demo.app --model $(MODEL)
+	$(VENV)/bin/tiny-transformer app --model $(MODEL)

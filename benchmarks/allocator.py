@@ -23,8 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def training_speed(flags: list[str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         output = Path(folder) / "result.json"
-        command = [sys.executable, str(ROOT / "benchmarks" / "speed_vs_marian.py"), "--skip_paper_base",
-                   "--skip_generation", "--output", str(output), *flags]  # fmt: skip
+        command = [
+            sys.executable,
+            str(ROOT / "benchmarks" / "speed_vs_marian.py"),
+            "--skip_paper_base",
+            "--skip_generation",
+            "--output",
+            str(output),
+            *flags,
+        ]
         environment = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
         subprocess.run(command, env=environment, check=True, capture_output=True)
         return json.loads(output.read_text())["table"]["training_fp32"]

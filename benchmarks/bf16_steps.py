@@ -1,7 +1,7 @@
 """Each step of what makes bfloat16 training pay on a CPU with bfloat16 instructions, one change at a time, in
 fresh processes taking turns.
 
-    python benchmarks/bf16_steps.py [--recipe recipes/ja-en.json] [--tokenizer runs/ja-en/tokenizer]
+    python benchmarks/bf16_steps.py [--recipe training/recipes/ja-en.json] [--tokenizer runs/ja-en/tokenizer]
         [--batches 150] [--rounds 2] [--corpus_dir DIR]
 
 A step is the one train.py runs (training.precision.ModeRun: forward, under bfloat16 autocast with the outputs cast
@@ -34,9 +34,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.cli import ArgumentParser, UsageError, at_least, run
+from hf_tiny_transformer.commands.shared import run
 from hf_tiny_transformer.data.files import read_json_object
-from hf_tiny_transformer.saving_tiny_transformer import write_atomically
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
+from hf_tiny_transformer.saving import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 # name -> (precision, attention, oneDNN kernel cache, what else is changed)
@@ -56,7 +57,7 @@ TRIED = {
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipe", default=str(ROOT / "recipes" / "ja-en.json"))
+    parser.add_argument("--recipe", default=str(ROOT / "training" / "recipes" / "ja-en.json"))
     parser.add_argument("--tokenizer", help="a saved tokenizer, e.g. runs/ja-en/tokenizer; default: one is trained")
     parser.add_argument("--corpus_dir", help="default: the recipe's")
     parser.add_argument("--batches", type=int, default=150)
@@ -93,16 +94,27 @@ def worker(args) -> None:
     if change == "matmul":
         torch.backends.mkldnn.matmul.fp32_precision = "bf16"
     flags = [args.recipe, "--output_dir", tempfile.mkdtemp(), "--precision", "fp32"]
-    _, data_args, training_args = parse_arguments(flags + (["--corpus_dir", args.corpus_dir] if args.corpus_dir else []))
+    _, data_args, training_args = parse_arguments(
+        flags + (["--corpus_dir", args.corpus_dir] if args.corpus_dir else [])
+    )
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     train = load_pairs(data_args)["train"]
-    train = train.map(lambda batch: {**tokenizer(batch["source"], max_length=data_args.max_source_length, truncation=True),
-                                     "labels": tokenizer(text_target=batch["target"], max_length=data_args.max_target_length, truncation=True)["input_ids"]},
-                      batched=True, remove_columns=["source", "target"])  # fmt: skip
+    train = train.map(
+        lambda batch: {
+            **tokenizer(batch["source"], max_length=data_args.max_source_length, truncation=True),
+            "labels": tokenizer(text_target=batch["target"], max_length=data_args.max_target_length, truncation=True)[
+                "input_ids"
+            ],
+        },
+        batched=True,
+        remove_columns=["source", "target"],
+    )
     torch.manual_seed(0)
     model = TinyTransformerForConditionalGeneration(load_shape("tiny", vocab_size=len(tokenizer)))
     batches = trial_batches(train, DataCollatorForSeq2Seq(tokenizer, model=model), training_args, count=args.batches)
-    runner = (MasterWeightsRun if change == "weights" else ModeRun)(model, Mode(precision, attention), training_args, torch.device("cpu"))
+    runner = (MasterWeightsRun if change == "weights" else ModeRun)(
+        model, Mode(precision, attention), training_args, torch.device("cpu")
+    )
     if change == "compile":
         for layer in (*runner.model.model.encoder.layers, *runner.model.model.decoder.layers):
             layer.compile(dynamic=True)
@@ -174,9 +186,25 @@ def main(argv=None) -> None:
         tokenizer = args.tokenizer or make_tokenizer(args, Path(folder) / "tokenizer")
         for _ in range(args.rounds):
             for name in configurations:
-                command = [sys.executable, __file__, "--worker", name, "--recipe", args.recipe, "--tokenizer", tokenizer,
-                           "--batches", str(args.batches)] + (["--corpus_dir", args.corpus_dir] if args.corpus_dir else [])  # fmt: skip
-                result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"})
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    name,
+                    "--recipe",
+                    args.recipe,
+                    "--tokenizer",
+                    tokenizer,
+                    "--batches",
+                    str(args.batches),
+                ] + (["--corpus_dir", args.corpus_dir] if args.corpus_dir else [])
+                result = subprocess.run(
+                    command,
+                    capture_output=True,
+                    text=True,
+                    cwd=ROOT,
+                    env={**os.environ, "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"},
+                )
                 if result.returncode != 0:
                     raise UsageError(f"{name!r} failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}")
                 seconds[name].append(json.loads(result.stdout.strip().splitlines()[-1])["seconds_per_step"])
@@ -187,7 +215,13 @@ def main(argv=None) -> None:
     print("| configuration | seconds a step | fp32 / this |\n|---|---:|---:|")
     for name, value in medians.items():
         print(f"| {name} | {value:.3f} | {medians['fp32'] / value:.2f} |")
-    result = {"machine": describe(), "recipe": Path(args.recipe).name, "batches": args.batches, "seconds": seconds, "medians": medians}
+    result = {
+        "machine": describe(),
+        "recipe": Path(args.recipe).name,
+        "batches": args.batches,
+        "seconds": seconds,
+        "medians": medians,
+    }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
     print(json.dumps({name: round(value, 4) for name, value in medians.items()}))
@@ -199,7 +233,9 @@ def make_tokenizer(args, folder: Path) -> str:
     from hf_tiny_transformer.data.tokenizer import train_tokenizer
     from hf_tiny_transformer.training.arguments import parse_arguments
 
-    flags = [args.recipe, "--output_dir", str(folder.parent / "run")] + (["--corpus_dir", args.corpus_dir] if args.corpus_dir else [])
+    flags = [args.recipe, "--output_dir", str(folder.parent / "run")] + (
+        ["--corpus_dir", args.corpus_dir] if args.corpus_dir else []
+    )
     model_args, data_args, _ = parse_arguments(flags)
     train = load_pairs(data_args)["train"]
     texts = [text for pair in train for text in (pair["source"], pair["target"])]

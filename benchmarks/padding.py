@@ -38,9 +38,15 @@ def main(argv=None) -> None:
 
     rows = {}
     random_order = torch.randperm(count, generator=torch.Generator().manual_seed(0)).tolist()
-    rows[f"random, {args.batch_size} pairs"] = [random_order[i : i + args.batch_size] for i in range(0, count, args.batch_size)]
-    grouped = list(LengthGroupedSampler(args.batch_size, lengths=source_lengths, generator=torch.Generator().manual_seed(0)))
-    rows[f"group_by_length, {args.batch_size} pairs"] = [grouped[i : i + args.batch_size] for i in range(0, count, args.batch_size)]
+    rows[f"random, {args.batch_size} pairs"] = [
+        random_order[i : i + args.batch_size] for i in range(0, count, args.batch_size)
+    ]
+    grouped = list(
+        LengthGroupedSampler(args.batch_size, lengths=source_lengths, generator=torch.Generator().manual_seed(0))
+    )
+    rows[f"group_by_length, {args.batch_size} pairs"] = [
+        grouped[i : i + args.batch_size] for i in range(0, count, args.batch_size)
+    ]
     for budget in args.batch_tokens:
         rows[f"by tokens, at most {budget}"] = TokenBatchSampler(source_lengths, target_lengths, budget).batches
 

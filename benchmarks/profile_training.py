@@ -1,13 +1,14 @@
-"""Where a training step's time goes, in float32 and under bfloat16 autocast: torch.profiler's operators grouped by kind.
+"""Where a training step's time goes, in float32 and under bfloat16 autocast: torch.profiler's operators by kind.
 
     python benchmarks/profile_training.py [--steps 20] [--batch_tokens 2048] [--shape tiny] [--precision fp32 bf16]
 
-One step is what train.py runs: forward, the fused label-smoothed loss (training.loss, as TranslationTrainer hands it
-to Trainer), backward and Adam, on batches by tokens of the recipes' size (pairs of 9 + 9 tokens, the corpus's
+One step is what train.py runs: forward, the fused label-smoothed loss (training.loss, as TranslationTrainer hands
+it to Trainer), backward and Adam, on batches by tokens of the recipes' size (pairs of 9 + 9 tokens, the corpus's
 average, random ids; no data loading). Each precision is warmed up, then profiled over --steps steps. Prints, per
 precision, the step time, the share of each kind of operator (dropout's random masks, matrix multiplies, attention,
-softmax and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one JSON line; writes
-runs/speed/profile_training.json. On a CPU without bfloat16 instructions the bf16 rows show the emulation's cost.
+softmax and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one
+JSON line; writes runs/speed/profile_training.json. On a CPU without bfloat16 instructions the bf16 rows show the
+emulation's cost.
 """
 
 import argparse
@@ -54,8 +55,9 @@ def step(model, optimizer, inputs: dict, bf16: bool):
     decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
     optimizer.zero_grad(set_to_none=True)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                       decoder_input_ids=decoder_input_ids).logits  # fmt: skip
+        logits = model(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], decoder_input_ids=decoder_input_ids
+        ).logits
         loss = label_smoothed_cross_entropy(logits, labels, 0.1)
     loss.backward()
     optimizer.step()
@@ -103,7 +105,10 @@ def main(argv=None) -> None:
     results = {precision: profile_precision(precision, args) for precision in args.precision}
     print(describe())
     for precision, result in results.items():
-        print(f"\n{precision}: {result['seconds_per_step'] * 1000:.0f} ms a step, {result['tokens_per_second']:,.0f} tokens/s")
+        print(
+            f"\n{precision}: {result['seconds_per_step'] * 1000:.0f} ms a step, "
+            f"{result['tokens_per_second']:,.0f} tokens/s"
+        )
         print("| kind | share of operator time |\n|---|---:|")
         for kind, share in result["shares"].items():
             print(f"| {kind} | {share:.1%} |")

@@ -2,11 +2,11 @@
 
     python benchmarks/quality_vs_marian.py --direction en-ja [--max_steps 2000] [--corpus_dir DIR]
 
-Both models are trained by scripts/train.py with the direction's recipe (recipes/en-ja.json or ja-en.json, its time
-budget replaced by --max_steps): the same tokenizer (trained once, for ours, then reused), data, recipe, seed and
-number of steps; only `--architecture` differs. train.py ends by translating the test set with beam search (4
-beams, from the recipe) and scoring it with BLEU (and its 95 % bootstrap confidence interval) and chrF. Prints a side-by-side table and a JSON line, and writes the
-result to runs/quality/{direction}/result.json.
+Both models are trained by training/train.py with the direction's recipe (training/recipes/en-ja.json or ja-en.json,
+its time budget replaced by --max_steps): the same tokenizer (trained once, for ours, then reused), data, recipe,
+seed and number of steps; only `--architecture` differs. train.py ends by translating the test set with beam search
+(4 beams, from the recipe) and scoring it with BLEU (and its 95 % bootstrap confidence interval) and chrF. Prints a
+side-by-side table and a JSON line, and writes the result to runs/quality/{direction}/result.json.
 """
 
 import argparse
@@ -41,10 +41,23 @@ def train_and_score(args, architecture: str, output_dir: Path, tokenizer: Path |
     """Train with train.py (the recipe, checkpoint averaging included), which ends by translating the test set (the
     recipe's beams, the same for both models) and scoring it."""
     command = [
-        sys.executable, "scripts/train.py", f"recipes/{args.direction}.json",
-        "--corpus_dir", args.corpus_dir, "--output_dir", str(output_dir), "--overwrite_output_dir", "true",
-        "--max_steps", str(args.max_steps), "--architecture", architecture, "--do_predict", "true",
-        *(["--tokenizer_name", str(tokenizer)] if tokenizer else []), *args.extra,
+        sys.executable,
+        "training/train.py",
+        f"training/recipes/{args.direction}.json",
+        "--corpus_dir",
+        args.corpus_dir,
+        "--output_dir",
+        str(output_dir),
+        "--overwrite_output_dir",
+        "true",
+        "--max_steps",
+        str(args.max_steps),
+        "--architecture",
+        architecture,
+        "--do_predict",
+        "true",
+        *(["--tokenizer_name", str(tokenizer)] if tokenizer else []),
+        *args.extra,
     ]
     start = time.perf_counter()
     run(command)
@@ -64,11 +77,14 @@ def main(argv=None) -> None:
     ours = train_and_score(args, "tiny_transformer", folder / "ours", None)
     marian = train_and_score(args, "marian", folder / "marian", folder / "ours" / "tokenizer")
     result = {"direction": args.direction, "max_steps": args.max_steps, "ours": ours, "marian": marian}
-    beams = json.loads((ROOT / "recipes" / f"{args.direction}.json").read_text())["generation_num_beams"]
+    beams = json.loads((ROOT / "training" / "recipes" / f"{args.direction}.json").read_text())["generation_num_beams"]
     print(f"\n{args.direction}, {args.max_steps} steps each, test set, beam {beams}")
     print("| model | BLEU | chrF | training minutes |\n|---|---:|---:|---:|")
     for name, scores in (("hf-tiny-transformer", ours), ("MarianMTModel", marian)):
-        print(f"| {name} | {scores['bleu']:.2f} ± {scores['bleu_ci']:.2f} | {scores['chrf']:.2f} | {scores['train_minutes']} |")
+        print(
+            f"| {name} | {scores['bleu']:.2f} ± {scores['bleu_ci']:.2f} | {scores['chrf']:.2f} "
+            f"| {scores['train_minutes']} |"
+        )
     print(json.dumps(result))
     (folder / "result.json").write_text(json.dumps(result, indent=2) + "\n")
 

@@ -1,11 +1,15 @@
-"""Dynamic int8 quantization of a trained model (torch.ao.quantization.quantize_dynamic): size, tokens, speed.
+"""Dynamic int8 quantization of a trained model (torchao: int8 weights, activations quantized to int8 as they come):
+size, tokens, BLEU, speed.
 
-    python benchmarks/quantization.py --model runs/demo/hub --source_file runs/demo/data/test.en [--repeats 5]
+    python benchmarks/quantization.py --model runs/demo/hub --source_file runs/demo/data/test.en \
+        --reference_file runs/demo/data/test.ja --target_lang ja [--repeats 5]
 
-Every nn.Linear (the four projections of every attention, fc1, fc2 and lm_head) gets int8 weights, activations
-stay float32. Reports:
+Needs the [quantize] extra (torchao). Every nn.Linear (the four projections of every attention, fc1, fc2 and lm_head)
+is quantized with torchao's `quantize_(model, Int8DynamicActivationInt8WeightConfig())`, the successor of the
+deprecated `torch.ao.quantization.quantize_dynamic`. Reports:
 - the state-dict size (the bytes torch.save writes) of the float32 and of the int8 model;
-- how many sentences the int8 model translates (greedy) into other tokens than the float32 model;
+- how many sentences the int8 model translates (greedy) into other tokens than the float32 model, and the BLEU
+  (with its 95 % confidence interval) of both against --reference_file;
 - greedy speed at batch 1 (the first 32 sentences one at a time) and at batch 32 (every sentence), medians of
   --repeats runs with the two models taking turns: sentences/s and new tokens/s.
 Prints a table and one JSON line; writes runs/quantization/result.json.
@@ -24,14 +28,21 @@ from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_tiny_transformer  # noqa: F401  (registers the model with the Auto classes: no remote code needed)
+from hf_tiny_transformer.data.tokenizer import lowercases
+from hf_tiny_transformer.evaluation import scores
+from hf_tiny_transformer.serving.quantization import int8_linear_layers, quantize_int8
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="runs/demo/hub", help="a saved model folder (make demo writes runs/demo/hub)")
+    parser.add_argument(
+        "--model", default="runs/demo/hub", help="a saved model folder (make demo writes runs/demo/hub)"
+    )
     parser.add_argument("--source_file", default="runs/demo/data/test.en", help="sentences to translate, one per line")
+    parser.add_argument("--reference_file", default="runs/demo/data/test.ja", help="their reference translations")
+    parser.add_argument("--target_lang", default="ja")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max_new_tokens", type=int, default=40)
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "quantization" / "result.json")
@@ -44,7 +55,9 @@ def state_dict_bytes(model: nn.Module) -> int:
     return buffer.tell()
 
 
-def translate(model, tokenizer, sources: list[str], batch_size: int, max_new_tokens: int) -> tuple[list[list[int]], int]:
+def translate(
+    model, tokenizer, sources: list[str], batch_size: int, max_new_tokens: int
+) -> tuple[list[list[int]], int]:
     """Greedy token ids per sentence (padding removed), and the number of new tokens."""
     results, new_tokens = [], 0
     for start in range(0, len(sources), batch_size):
@@ -80,30 +93,46 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     float32 = AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()
-    int8 = torch.ao.quantization.quantize_dynamic(copy.deepcopy(float32), {nn.Linear}, dtype=torch.qint8)
+    int8 = quantize_int8(copy.deepcopy(float32))
     sources = Path(args.source_file).read_text(encoding="utf-8").splitlines()
+    references = Path(args.reference_file).read_text(encoding="utf-8").splitlines()
 
-    quantized = sum(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in int8.modules())
+    quantized = int8_linear_layers(int8)
     reference, _ = translate(float32, tokenizer, sources, 32, args.max_new_tokens)
     candidate, _ = translate(int8, tokenizer, sources, 32, args.max_new_tokens)
     models = {"float32": float32, "int8": int8}
+    bleu = {}
+    for name, tokens in (("float32", reference), ("int8", candidate)):
+        hypotheses = tokenizer.batch_decode(tokens, skip_special_tokens=True)
+        normalize = tokenizer.backend_tokenizer.normalizer.normalize_str
+        result = scores(hypotheses, references, args.target_lang, lowercase=lowercases(tokenizer), normalize=normalize)
+        bleu[name] = {"bleu": result["bleu"], "bleu_ci": result["bleu_ci"]}
     result = {
         "model": args.model,
         "sentences": len(sources),
         "quantized_linear_layers": quantized,
         "state_dict_bytes": {name: state_dict_bytes(model) for name, model in models.items()},
         "sentences_with_other_tokens": sum(a != b for a, b in zip(reference, candidate)),
+        "bleu": bleu,
         "greedy_b1": timed(models, tokenizer, sources[:32], 1, args),
         "greedy_b32": timed(models, tokenizer, sources, 32, args),
     }
-    print(f"{quantized} nn.Linear layers quantized; {result['sentences_with_other_tokens']} of {len(sources)} "
-          "sentences translated into other tokens than float32")
-    print("| model | state dict | greedy b1 sentences/s | greedy b1 tokens/s | greedy b32 sentences/s | greedy b32 tokens/s |")
+    print(
+        f"{quantized} nn.Linear layers quantized; {result['sentences_with_other_tokens']} of {len(sources)} "
+        f"sentences translated into other tokens than float32; BLEU float32 {bleu['float32']['bleu']:.2f} ± "
+        f"{bleu['float32']['bleu_ci']:.2f}, int8 {bleu['int8']['bleu']:.2f} ± {bleu['int8']['bleu_ci']:.2f}"
+    )
+    print(
+        "| model | state dict | greedy b1 sentences/s | greedy b1 tokens/s | greedy b32 sentences/s "
+        "| greedy b32 tokens/s |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for name in models:
         b1, b32 = result["greedy_b1"][name], result["greedy_b32"][name]
-        print(f"| {name} | {result['state_dict_bytes'][name] / 1e6:.2f} MB | {b1['sentences_per_s']:.1f} | "
-              f"{b1['tokens_per_s']:.0f} | {b32['sentences_per_s']:.1f} | {b32['tokens_per_s']:.0f} |")
+        print(
+            f"| {name} | {result['state_dict_bytes'][name] / 1e6:.2f} MB | {b1['sentences_per_s']:.1f} | "
+            f"{b1['tokens_per_s']:.0f} | {b32['sentences_per_s']:.1f} | {b32['tokens_per_s']:.0f} |"
+        )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))

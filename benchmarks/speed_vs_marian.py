@@ -7,8 +7,9 @@ Both models are built with random weights at the `tiny` shape (and, for one trai
 first, then timed `--repeats` times with the two models taking turns, and the median is reported:
 - training: tokens/s (source + target tokens) of one forward + backward + AdamW step on a batch of 64
   sentence pairs, 16 source and 16 target tokens each, with label smoothing 0.1 as train.py computes it (ours
-  by the fused loss TranslationTrainer hands Trainer, Marian by Trainer's LabelSmoother); in float32, and with --bf16 also in bfloat16 (CPU
-  autocast, Trainer's --bf16) for both and ours in bfloat16 against Marian in float32 (the library's default);
+  by the fused loss TranslationTrainer hands Trainer, Marian by Trainer's LabelSmoother); in float32, and with
+  --bf16 also in bfloat16 (CPU autocast, Trainer's --bf16) for both and ours in bfloat16 against Marian in
+  float32 (the library's default);
 - generation: new tokens/s of `generate()` with 24 new tokens forced by min_new_tokens = max_new_tokens, so
   that both models do the same work: greedy at batch 1, greedy at batch 32, beam 4 at batch 8;
 - with --ctranslate2, the same generation workloads with our model exported to CTranslate2 (float32 and int8
@@ -164,9 +165,7 @@ class PeakTensorMemory(TorchDispatchMode):
         return output
 
 
-def generation_run(
-    model: torch.nn.Module, input_ids: torch.Tensor, num_beams: int, device: str
-) -> Callable[[], None]:
+def generation_run(model: torch.nn.Module, input_ids: torch.Tensor, num_beams: int, device: str) -> Callable[[], None]:
     """A function that generates exactly NEW_TOKENS tokens for each source in `input_ids` (B, Ts)."""
     config = model.config
     attention_mask = torch.ones_like(input_ids)
@@ -246,7 +245,9 @@ def measure_training(preset: str, vocab_size: int | None, args) -> dict[str, dic
     return table
 
 
-def ctranslate2_runs(model, input_ids: torch.Tensor, num_beams: int, folders: dict[str, Path]) -> dict[str, Callable[[], None]]:
+def ctranslate2_runs(
+    model, input_ids: torch.Tensor, num_beams: int, folders: dict[str, Path]
+) -> dict[str, Callable[[], None]]:
     """Functions that generate exactly NEW_TOKENS tokens for each source with the CTranslate2 exports of `model`."""
     import ctranslate2
 

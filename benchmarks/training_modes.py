@@ -1,10 +1,10 @@
 """Training speed of the project's recommended mode against transformers' MarianMTModel as a user gets it by
 default, on the real corpus, in source tokens a second without padding.
 
-    python benchmarks/training_modes.py [--recipe recipes/ja-en.json] [--tokenizer runs/ja-en/tokenizer]
+    python benchmarks/training_modes.py [--recipe training/recipes/ja-en.json] [--tokenizer runs/ja-en/tokenizer]
         [--max_steps 150] [--rounds 2] [--corpus_dir DIR]
 
-Every run is a fresh `scripts/train.py` process with the recipe, less its time budget, checkpoints, averaging and
+Every run is a fresh `training/train.py` process with the recipe, less its time budget, checkpoints, averaging and
 test translation, for --max_steps steps; Trainer counts the source tokens it trains on without padding
 (`--include_num_input_tokens_seen non_padding`), divided by its training time. The modes take turns for --rounds
 rounds; medians.
@@ -27,9 +27,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.cli import ArgumentParser, UsageError, at_least, run
+from hf_tiny_transformer.commands.shared import run
 from hf_tiny_transformer.data.files import read_json_object
-from hf_tiny_transformer.saving_tiny_transformer import write_atomically
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
+from hf_tiny_transformer.saving import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 # glibc's own default thresholds, set by hand: train.py then leaves the allocator as it is
@@ -39,18 +40,33 @@ MODES = {  # flags replacing the recipe's (None: the flag removed), environment
     "ours, float32": ({"precision": "fp32"}, {}),
     "Marian, the same flags": ({"architecture": "marian"}, {}),
     "Marian, Trainer's defaults": (
-        {"architecture": "marian", "batch_tokens": None, "per_device_train_batch_size": 64,
-         "train_sampling_strategy": "random", "precision": "fp32"}, DEFAULT_ALLOCATOR
+        {
+            "architecture": "marian",
+            "batch_tokens": None,
+            "per_device_train_batch_size": 64,
+            "train_sampling_strategy": "random",
+            "precision": "fp32",
+        },
+        DEFAULT_ALLOCATOR,
     ),
 }
-NOT_TIMED = {"average_checkpoints": None, "save_steps": None, "save_total_limit": None, "save_strategy": "no",
-             "do_predict": False, "eval_strategy": "no", "time_budget_minutes": None}  # fmt: skip
+NOT_TIMED = {
+    "average_checkpoints": None,
+    "save_steps": None,
+    "save_total_limit": None,
+    "save_strategy": "no",
+    "do_predict": False,
+    "eval_strategy": "no",
+    "time_budget_minutes": None,
+}
 
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipe", default=str(ROOT / "recipes" / "ja-en.json"))
-    parser.add_argument("--tokenizer", help="a saved tokenizer, e.g. runs/ja-en/tokenizer; default: each run trains one")
+    parser.add_argument("--recipe", default=str(ROOT / "training" / "recipes" / "ja-en.json"))
+    parser.add_argument(
+        "--tokenizer", help="a saved tokenizer, e.g. runs/ja-en/tokenizer; default: each run trains one"
+    )
     parser.add_argument("--corpus_dir", help="default: the recipe's")
     parser.add_argument("--max_steps", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=2)
@@ -66,8 +82,15 @@ def parse_args(argv=None):
 
 def flags_file(recipe: dict, changes: dict, args, output_dir: Path) -> Path:
     """The recipe with `changes` and this benchmark's settings, as a JSON recipe for train.py."""
-    flags = {**recipe, **NOT_TIMED, **changes, "max_steps": args.max_steps, "output_dir": str(output_dir),
-             "include_num_input_tokens_seen": "non_padding", "disable_tqdm": True}  # fmt: skip
+    flags = {
+        **recipe,
+        **NOT_TIMED,
+        **changes,
+        "max_steps": args.max_steps,
+        "output_dir": str(output_dir),
+        "include_num_input_tokens_seen": "non_padding",
+        "disable_tqdm": True,
+    }
     flags.update({"corpus_dir": args.corpus_dir} if args.corpus_dir else {})
     flags.update({"tokenizer_name": args.tokenizer} if args.tokenizer else {})
     path = output_dir.with_suffix(".json")
@@ -78,9 +101,17 @@ def flags_file(recipe: dict, changes: dict, args, output_dir: Path) -> Path:
 def tokens_per_second(recipe: dict, mode: str, args, folder: Path) -> float:
     changes, environment = MODES[mode]
     output_dir = folder / mode.replace(" ", "_").replace(",", "").replace("'", "")
-    command = [sys.executable, str(ROOT / "scripts" / "train.py"), str(flags_file(recipe, changes, args, output_dir)),
-               "--overwrite_output_dir", "true", *args.extra]  # fmt: skip
-    result = subprocess.run(command, check=False, cwd=ROOT, env={**os.environ, **environment}, capture_output=True, text=True)
+    command = [
+        sys.executable,
+        str(ROOT / "training" / "train.py"),
+        str(flags_file(recipe, changes, args, output_dir)),
+        "--overwrite_output_dir",
+        "true",
+        *args.extra,
+    ]
+    result = subprocess.run(
+        command, check=False, cwd=ROOT, env={**os.environ, **environment}, capture_output=True, text=True
+    )
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines() or ["no output"]
         raise UsageError(f"train.py failed for {mode!r}: {lines[-1]}")

@@ -1,16 +1,17 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" as a Hugging Face transformers model.
 
 What a saved model carries (the files `save_pretrained` copies into its folder, loaded there as remote code) sits at
-the top of the package, named `*_tiny_transformer.py`: the configuration, the model, the translation pipeline, the
-text handling it uses, and the all-or-nothing save. The tooling is grouped by job:
+the top of the package, named `*_tiny_transformer.py`: the configuration and the model; a Hub folder (`save_for_hub`)
+adds the translation pipeline and the text handling it uses. The rest, in layers that import only the ones below:
 
-- `shapes/`: model shapes (tiny, paper-base) as JSON, `load_shape`;
-- `data/`: corpora, the tokenizer trainer, batches by tokens;
-- `training/`: Trainer pieces (token batches, label smoothing, precision, time budget), checkpoints, the run's record;
-- `serving/`: translators for both engines (transformers, CTranslate2) and the CTranslate2 export;
-- `demo/`: the demo page and the attention pictures;
-- `evaluation`, `hub`, `marian`, `upgrade`, `hardware`, `cli`: scores, the Hub folder and card, conversion to and
-  from transformers' MarianMTModel, the 0.1.x folder conversion, the machine's abilities, the scripts' conventions.
+- the error contract: `errors` (UsageError: one line naming the problem and the fix);
+- the library: the model files; `shapes/` (tiny, paper-base); `data/` (corpora, the tokenizer trainer, batches by
+  tokens); `training/` (Trainer pieces: arguments, label smoothing, precision, time budget, checkpoints, the run's
+  record); `serving/` (the translators of every engine, the CTranslate2 export); `demo/` (the demo page, the
+  attention pictures); `evaluation`, `hub`, `marian`, `upgrade`, `hardware`, `loading` (the one model-folder
+  loader), `saving` (all-or-nothing writes);
+- the commands: `commands/`, the installed `tiny-transformer` and its subcommands;
+- the training scripts: `training/` at the top of a clone (train.py and its recipes), never imported.
 
 Importing the package registers the config and models with the Auto classes (safe to repeat).
 """

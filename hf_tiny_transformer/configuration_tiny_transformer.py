@@ -1,11 +1,7 @@
 """Configuration of the encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017)."""
 
-from dataclasses import field
-
 from huggingface_hub.dataclasses import strict, validated_field
 from transformers import PretrainedConfig
-
-from .pipeline_tiny_transformer import TranslationPipeline
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish")
 
@@ -23,12 +19,6 @@ def probability(value: float):
 def known_activation(value: str):
     if value not in ACTIVATIONS:
         raise ValueError(f"must be one of {', '.join(ACTIVATIONS)}, got {value!r}.")
-
-
-def translation_pipeline() -> dict:
-    """`pipeline("translation", ...)` finds the task here: transformers 5.x has no translation task of its own."""
-    implementation = f"{TranslationPipeline.__module__.rsplit('.', 1)[-1]}.{TranslationPipeline.__name__}"
-    return {"translation": {"impl": implementation, "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}}
 
 
 @strict
@@ -58,8 +48,9 @@ class TinyTransformerConfig(PretrainedConfig):
         normalize_before: False is the paper's post-LN, LayerNorm(x + Sublayer(x)); True is pre-LN,
             x + Sublayer(LayerNorm(x)), with a final LayerNorm on each stack.
         init_std: standard deviation of the normal initialization of linear layers and embeddings.
-        custom_pipelines: the pipeline tasks of this model, read by `transformers.pipeline`: "translation",
-            implemented by `TranslationPipeline` (pipeline_tiny_transformer.py, saved with the model).
+        custom_pipelines: the pipeline tasks of a saved folder, read by `transformers.pipeline`: the Hub folder
+            (`save_for_hub`, train.py's `hub`) declares "translation", implemented by `TranslationPipeline`
+            (pipeline_tiny_transformer.py, saved beside it); None elsewhere, as for the library's models.
 
     Example:
         >>> from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
@@ -99,7 +90,7 @@ class TinyTransformerConfig(PretrainedConfig):
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
     decoder_start_token_id: int | None = 1
-    custom_pipelines: dict = field(default_factory=translation_pipeline)
+    custom_pipelines: dict | None = None
 
     def __post_init__(self, **kwargs):
         kwargs.pop("label_smoothing", None)  # a training setting that config.json held up to version 0.1: ignored

@@ -70,10 +70,40 @@ def cpu_flags(cpuinfo: str | os.PathLike | None = None) -> frozenset[str]:
 
 
 def best_device() -> str:
-    """The device to use: cuda when torch.cuda.is_available(), else mps when torch.backends.mps.is_available(), else cpu."""
+    """The device to use: cuda where torch.cuda.is_available(), else mps where torch.backends.mps is, else cpu."""
     if torch.cuda.is_available():
         return "cuda"
     return "mps" if torch.backends.mps.is_available() else "cpu"
+
+
+def check_device(device: str) -> str:
+    """`device`, or a UsageError for a name torch does not know, or a GPU this machine does not have."""
+    from .errors import UsageError
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise UsageError(f"{device!r} is not a device; pass cpu, cuda, cuda:1 or mps") from None
+    available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}.get(kind, kind == "cpu")
+    if not available:
+        raise UsageError(f"{device}: this machine has no {kind} device; pass cpu")
+    return device
+
+
+def free_memory(device: str) -> int:
+    """Bytes free for new tensors on `device`: what CUDA reports free there, or the memory the kernel says is
+    available to a new program (/proc/meminfo's MemAvailable; the free physical pages where there is none)."""
+    target = torch.device(device)
+    if target.type == "cuda":
+        return torch.cuda.mem_get_info(target)[0]
+    try:
+        with open("/proc/meminfo", encoding="ascii") as lines:
+            for line in lines:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def first_flag(table: tuple[tuple[str, str], ...], flags: frozenset[str]) -> tuple[str, str] | None:
@@ -162,7 +192,8 @@ def describe(cpuinfo: str | os.PathLike | None = None) -> str:
     flags = cpu_flags(cpuinfo)
     notable = " ".join(flag for flag in NOTABLE_FLAGS if flag in flags) or "none of AVX2, VNNI, BF16, AMX"
     cuda = f"CUDA: {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "no CUDA"
-    return f"{model}; {os.cpu_count()} logical CPUs, torch uses {torch.get_num_threads()} threads; flags: {notable}; {cuda}"
+    threads = f"{os.cpu_count()} logical CPUs, torch uses {torch.get_num_threads()} threads"
+    return f"{model}; {threads}; flags: {notable}; {cuda}"
 
 
 # glibc's mallopt parameters (malloc.h) and the largest value it takes (an int).

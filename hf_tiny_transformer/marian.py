@@ -107,7 +107,11 @@ def to_marian(model: TinyTransformerForConditionalGeneration) -> MarianMTModel:
         renamed[name] = tensor
     marian = MarianMTModel(marian_config(model.config)).to(dtype=model.dtype, device=model.device)
     missing, unexpected = marian.load_state_dict(renamed, strict=False)
-    check_complete(missing, unexpected, allowed_missing=("embed_positions.weight", "embed_tokens.weight", "lm_head.weight", "final_logits_bias"))
+    check_complete(
+        missing,
+        unexpected,
+        allowed_missing=("embed_positions.weight", "embed_tokens.weight", "lm_head.weight", "final_logits_bias"),
+    )
     marian.generation_config = copy.deepcopy(model.generation_config)
     return marian.train(model.training)
 
@@ -116,7 +120,9 @@ def from_marian(marian: MarianMTModel) -> TinyTransformerForConditionalGeneratio
     """A MarianMTModel with shared embeddings, as this package's model computing the same function."""
     config = marian.config
     if not config.share_encoder_decoder_embeddings or config.decoder_vocab_size != config.vocab_size:
-        raise ValueError("Only a MarianMTModel with one shared vocabulary converts (share_encoder_decoder_embeddings=True).")
+        raise ValueError(
+            "Only a MarianMTModel with one shared vocabulary converts (share_encoder_decoder_embeddings=True)."
+        )
     if marian.final_logits_bias.abs().max() > 0:
         raise ValueError("This MarianMTModel has a non-zero final_logits_bias, which the paper's model does not have.")
     ours = TinyTransformerConfig(**{name: getattr(config, name) for name in MARIAN_FIELDS})

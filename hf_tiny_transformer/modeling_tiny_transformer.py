@@ -24,10 +24,8 @@ Differences from the paper (also listed in model_card.md):
 
 import math
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
@@ -49,7 +47,6 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_tiny_transformer import TinyTransformerConfig
-from .saving_tiny_transformer import staged_folder
 
 # ---------------------------------------------------------------------------------------------------------------
 # Embeddings and positional encoding (paper sections 3.4 and 3.5)
@@ -418,24 +415,6 @@ class TinyTransformerPreTrainedModel(PreTrainedModel):
         if isinstance(module, SinusoidalPositionalEncoding):
             init.copy_(module.pe, sinusoidal_table(module.num_positions, module.d_model))
 
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """As the library's, written all or nothing (the library writes into the folder file by file), and with
-        `AutoModel` in config.json's `auto_map` beside the head's own entry (the library writes only the latter)."""
-        if self._auto_class is not None:
-            base_model = f"{Path(__file__).stem}.{TinyTransformerModel.__name__}"
-            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": base_model}
-        if kwargs.get("push_to_hub"):  # the library names the repository after the folder it saves into
-            kwargs.setdefault("repo_id", Path(save_directory).name)
-        with staged_folder(save_directory) as staging:
-            super().save_pretrained(staging, *args, **kwargs)
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """As the library's; a folder of version 0.1.x is refused (the library would load it with random keys and
-        values, and only warn)."""
-        refuse_old_layout(Path(pretrained_model_name_or_path, kwargs.get("subfolder") or "", "model.safetensors"))
-        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-
 
 class TransformerStack(TinyTransformerPreTrainedModel):
     """What encoder and decoder share: token embedding * sqrt(d_model) + positional encoding, then dropout."""
@@ -740,7 +719,9 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
         if labels is not None:
             labels = labels.to(logits.device)
             loss = fixed_cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), num_items_in_batch)
-        return Seq2SeqLMOutput(loss=loss, logits=logits, **{k: v for k, v in outputs.items() if k != "last_hidden_state"})
+        return Seq2SeqLMOutput(
+            loss=loss, logits=logits, **{k: v for k, v in outputs.items() if k != "last_hidden_state"}
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -780,19 +761,6 @@ def check_padding_mask(name: str, mask: torch.Tensor | None, expected: tuple[int
             f"{name} has shape {tuple(mask.shape)} but the sequences it masks have shape {tuple(expected)}; pass "
             "the attention_mask the tokenizer returned with these ids, 1 for tokens and 0 for padding."
         )
-
-
-def refuse_old_layout(weights_file: Path):
-    """A local weights file in the layout of version 0.1.x (one `kv_proj` for keys and values) is an OSError that
-    names its one-line conversion."""
-    if not weights_file.is_file():  # a Hub id, or a folder the library will report on
-        return
-    with safe_open(weights_file, framework="pt") as weights:
-        if any(key.endswith("kv_proj.weight") for key in weights.keys()):
-            raise OSError(
-                f"{weights_file.parent} was saved with the parameter layout of hf-tiny-transformer 0.1.x (kv_proj); "
-                f"convert it once, in place, with: python -m hf_tiny_transformer.upgrade {weights_file.parent}"
-            )
 
 
 __all__ = [

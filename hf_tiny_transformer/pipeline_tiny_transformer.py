@@ -10,6 +10,8 @@ From a saved folder (the file travels with it, and config.json names it in `cust
     pipeline("translation", model=folder, trust_remote_code=True)
 """
 
+from collections.abc import Iterable
+
 import torch
 from transformers import Pipeline
 
@@ -44,8 +46,11 @@ class TranslationPipeline(Pipeline):
     def _sanitize_parameters(self, **generate_kwargs):
         return {}, generate_kwargs, {}
 
-    def __call__(self, text: str | list[str], **kwargs):
-        """Translate one text or a list of texts."""
+    def __call__(self, text: str | list[str] | Iterable[str], **kwargs):
+        """Translate one text or a list of texts; or, as transformers' pipelines take them, the texts of any other
+        iterable (a generator, a dataset's column): then the translations come one text at a time, as a generator."""
+        if not isinstance(text, (str, list, tuple)) and isinstance(text, Iterable):
+            return (self(item, **kwargs) for item in text)
         texts = texts_of(text)
         generation_settings(**{name: kwargs.get(name) for name in ("num_beams", "length_penalty", "max_new_tokens")})
         config = self.model.generation_config

@@ -19,9 +19,9 @@ bracket that the sentence goes on after (「行きます。」と言った。 is
 import logging
 import math
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def segments(text: str, lang: str, count_tokens: Callable[[str], int], max_token
     """
     result: list[Segment] = []
     line_breaks = 0
-    for line in text.splitlines():
+    for line in text.split("\n"):  # "\n" only: a lone carriage return or form feed inside a line stays in it
         for piece in _line_pieces(line.strip(), lang, count_tokens, max_tokens):
             result.append(Segment(piece, line_breaks if result else 0))
             line_breaks = 0
@@ -217,7 +217,8 @@ def texts_of(text) -> list[str]:
 
 def generation_settings(**settings) -> dict:
     """The given decoding settings (None = not given) checked: a ValueError naming the setting otherwise.
-    num_beams, max_new_tokens and batch_size are whole numbers of at least 1; length_penalty a finite number."""
+    num_beams, max_new_tokens and batch_size are whole numbers of at least 1 (and at most sys.maxsize); length_penalty
+    a finite number. Whether the beams fit in memory is the translators' check (they know the model)."""
     checked = {}
     for name, value in settings.items():
         if value is None:
@@ -225,6 +226,8 @@ def generation_settings(**settings) -> dict:
         if name in ("num_beams", "max_new_tokens", "batch_size"):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or value != int(value):
                 raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+            if value > sys.maxsize:  # what Python can count to in a slice
+                raise ValueError(f"{name} must be at most {sys.maxsize:,}, got {value:,}")
             value = int(value)
         elif name == "length_penalty" and (
             isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
@@ -256,12 +259,14 @@ def translate_in_pieces(
         casing: English casing of the output; None: when the target language is English.
     """
     plans = [segments(text, source_lang or guess_language(text), count_tokens, max_tokens) for text in texts]
-    split = sum(any(count_tokens(line) > max_tokens for line in text.splitlines()) for text in texts)
+    split = sum(any(count_tokens(line) > max_tokens for line in text.split("\n")) for text in texts)
     if split:
         logger.warning(
             "%d of %d texts are longer than the model takes at once (%d tokens): translated sentence by sentence",
-            split, len(texts), max_tokens,
-        )  # fmt: skip
+            split,
+            len(texts),
+            max_tokens,
+        )
     results = iter(translate_pieces([segment.text for plan in plans for segment in plan]) if any(plans) else [])
     translations = []
     for plan in plans:

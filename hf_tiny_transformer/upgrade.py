@@ -1,29 +1,29 @@
-"""Convert a model folder saved by hf-tiny-transformer 0.1.x to the current parameter layout, in place.
+"""Convert a model folder saved by hf-tiny-transformer 0.1 to the current parameter layout, in place.
 
-    python -m hf_tiny_transformer.upgrade runs/en-ja/hub
+    upgrade_folder("runs/en-ja/hub", *read_weights("runs/en-ja/hub"))    # the command: tiny-transformer upgrade FOLDER
 
-Version 0.1.x projected keys and values with one matrix (`kv_proj`, W^K and W^V side by side) and, from one
-commit on, stored every projection as (in, out) (transformers' `Conv1D`). The current layout is the one of
+Version 0.1 projected keys and values with one matrix (`kv_proj`, W^K and W^V side by side) and, from one commit
+on, stored every projection as (in, out) (transformers' `Conv1D`). The current layout (0.2) is the one of
 transformers' encoder-decoder models: `nn.Linear` (out, in) with separate `q_proj`, `k_proj`, `v_proj`,
-`out_proj`, `fc1`, `fc2`. The model computes the same function before and after; `from_pretrained` refuses the
-old layout with a message that names this command. model.safetensors is rewritten all or nothing.
+`out_proj`, `fc1`, `fc2`. The model computes the same function before and after; the package's model-folder loader
+(hf_tiny_transformer.loading) refuses the old layout with a message that names the command. model.safetensors is
+rewritten all or nothing.
 """
 
-import sys
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from .cli import ArgumentParser, UsageError, command_output, first_line, run
-from .saving_tiny_transformer import replaced_file
+from .errors import UsageError, first_line
+from .saving import replaced_file
 
 PROJECTIONS = ("q_proj", "kv_proj", "out_proj", "fc1", "fc2")
 
 
 def upgrade_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The 0.1.x layout -> the current one. The (in, out) layout shows in kv_proj's shape: (D, 2D), not (2D, D)."""
+    """The 0.1 layout -> the current one. The (in, out) layout shows in kv_proj's shape: (D, 2D), not (2D, D)."""
     transposed = any(name.endswith("kv_proj.weight") and t.shape[0] * 2 == t.shape[1] for name, t in state_dict.items())
     upgraded = {}
     for name, tensor in state_dict.items():
@@ -63,16 +63,4 @@ def upgrade_folder(folder: str | Path, state_dict: dict[str, torch.Tensor], meta
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m hf_tiny_transformer.upgrade", description=__doc__.split("\n\n")[0])
-    parser.add_argument("folders", nargs="+", metavar="FOLDER", help="model folders saved by 0.1.x")
-    loaded = {folder: read_weights(folder) for folder in parser.parse_args(argv).folders}  # all read before any change
-    with command_output(sys.stdout) as output:
-        for folder, (state_dict, metadata) in loaded.items():
-            converted = upgrade_folder(folder, state_dict, metadata)
-            output.info(f"{folder}: {'converted' if converted else 'already in the current layout'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run(main))
+__all__ = ["upgrade_state_dict", "read_weights", "upgrade_folder"]

@@ -19,16 +19,22 @@ import torch
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
 
 # What save_pretrained writes for a model: config, generation config, safetensors weights, and the code files (the
-# remote code: the ones the modeling and configuration files import, transitively).
+# remote code: the modeling and configuration files, and what they import).
 MODEL_FOLDER_FILES = {
     "config.json",
     "generation_config.json",
     "model.safetensors",
     "configuration_tiny_transformer.py",
     "modeling_tiny_transformer.py",
+}
+# What save_for_hub (train.py's hub folder) writes besides: the tokenizer, the translation pipeline and the text
+# handling it imports, and the model card.
+HUB_FOLDER_FILES = MODEL_FOLDER_FILES | {
+    "tokenizer.json",
+    "tokenizer_config.json",
     "pipeline_tiny_transformer.py",
     "text_tiny_transformer.py",
-    "saving_tiny_transformer.py",
+    "README.md",
 }
 
 TINY = dict(
@@ -75,7 +81,7 @@ ENGLISH = [
     "I can't tell who will arrive first.",
     "My brother bought 2 tickets for 1500 yen.",
     "Do you like dogs?",
-    "He said, \"Let's play catch.\"",
+    'He said, "Let\'s play catch."',
 ]
 JAPANESE = [
     "私は緑茶が本当に好きです。",
@@ -127,6 +133,8 @@ def run_without_package(script: str, *args: str, cwd) -> str:
 
 
 ROOT = Path(__file__).resolve().parents[1]
+# The installed command, as `pip install` puts it beside the interpreter (for the tests that need a fresh process).
+TINY_TRANSFORMER = str(Path(sys.executable).with_name("tiny-transformer"))
 
 
 @dataclass
@@ -158,16 +166,60 @@ FAKED_CPU = (
     "import runpy, sys; import hf_tiny_transformer.hardware as hardware; hardware.CPUINFO = sys.argv.pop(1); "
     "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 )
+# The small model of the training tests (train.py's --config_overrides with --shape tiny): one layer each, d_model 32
+SMALL_MODEL = (
+    "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64"
+)
+
+
+def few_steps(data: Path | None, output_dir: Path, *extra: str) -> list[str]:
+    """train.py's flags for 4 steps of the small model on the demo files of `data` (None: pass the data in `extra`),
+    batches of 16 pairs, no checkpoints; `extra` comes last, so that a flag given there replaces the default."""
+    data_flags = ["--train_source_file", f"{data}/train.en", "--train_target_file", f"{data}/train.ja"] if data else []
+    return [
+        "--shape", "tiny", "--config_overrides", SMALL_MODEL, "--vocab_size", "600", *data_flags,
+        "--output_dir", str(output_dir), "--per_device_train_batch_size", "16", "--max_steps", "4",
+        "--warmup_steps", "2", "--save_strategy", "no", "--disable_tqdm", "true", "--report_to", "none",
+        "--seed", "0", *extra,
+    ]  # fmt: skip  # flag-value pairs side by side
 
 
 def run_script(name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: Path | None = None) -> ScriptResult:
-    """Run scripts/{name} as `python scripts/{name} args...` would, in a child process forked from this one.
+    """Run training/{name} as `python training/{name} args...` would, in a child process forked from this one (see
+    run_in_child)."""
+    script = str(ROOT / "training" / name)
+
+    def script_main():
+        sys.argv = [script, *args]
+        runpy.run_path(script, run_name="__main__")
+
+    return run_in_child(script_main, f"{name} {' '.join(args)}", cwd, timeout, cpuinfo)
+
+
+def run_command(name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: Path | None = None) -> ScriptResult:
+    """Run `tiny-transformer {name} args...` in a child process forked from this one (see run_in_child)."""
+    from hf_tiny_transformer.commands import main
+
+    def command_main():
+        sys.argv = ["tiny-transformer", name, *args]
+        sys.exit(main([name, *args]))
+
+    return run_in_child(command_main, f"tiny-transformer {name} {' '.join(args)}", cwd, timeout, cpuinfo)
+
+
+def run_tool(name: str, *args: str, **kwargs) -> ScriptResult:
+    """A training script (`train.py`: run_script) or a `tiny-transformer` subcommand (`translate`: run_command)."""
+    return (run_script if name.endswith(".py") else run_command)(name, *args, **kwargs)
+
+
+def run_in_child(target, description: str, cwd, timeout: float, cpuinfo: Path | None) -> ScriptResult:
+    """Call `target()` in a child process forked from this one, as the command would run in a shell.
 
     The child has torch and transformers imported already (a fresh interpreter spends about 8 s importing them on
-    this project's machine); it runs the script as __main__ and exits with its exit status, its output captured.
-    Meant for short runs (bad arguments, a few training steps of a tiny model); the child computes on one thread,
-    since OpenMP thread pools do not survive fork, and is killed when it runs longer than `timeout` seconds. With
-    `cpuinfo` (see fake_cpuinfo), the script runs as on a machine whose /proc/cpuinfo that file is.
+    this project's machine); it exits with the command's exit status, its output captured. Meant for short runs (bad
+    arguments, a few training steps of a tiny model); the child computes on one thread, since OpenMP thread pools do
+    not survive fork, and is killed when it runs longer than `timeout` seconds. With `cpuinfo` (see fake_cpuinfo),
+    the command runs as on a machine whose /proc/cpuinfo that file is.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
@@ -179,13 +231,12 @@ def run_script(name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: P
                     from hf_tiny_transformer import hardware
 
                     hardware.CPUINFO = str(cpuinfo)
-                logging.root.handlers.clear()  # pytest's capture handlers: the script configures its own, as in a shell
+                logging.root.handlers.clear()  # pytest's capture handlers: the command configures its own
                 os.dup2(out.fileno(), 1)
                 os.dup2(err.fileno(), 2)
                 sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
                 os.chdir(cwd or ROOT)
-                sys.argv = [str(ROOT / "scripts" / name), *args]
-                runpy.run_path(sys.argv[0], run_name="__main__")
+                target()
                 code = 0
             except SystemExit as exit_:
                 code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
@@ -200,7 +251,7 @@ def run_script(name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: P
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-                raise AssertionError(f"{name} {' '.join(args)} still ran after {timeout} s")
+                raise AssertionError(f"{description} still ran after {timeout} s")
             time.sleep(0.01)
         status = finished[1]
         out.seek(0)
@@ -211,7 +262,9 @@ def run_script(name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: P
 def folder_digest(folder: Path) -> dict[str, str]:
     """Every file under `folder` (hidden ones too) and the hash of its bytes: equal digests, nothing changed."""
     return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
     }
 
 
@@ -240,18 +293,16 @@ def demo_files(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def trained_demo_model(demo_files, tmp_path_factory):
-    """The hub folder of a model trained by scripts/train.py on the demo corpus: a smaller `make demo`
+    """The hub folder of a model trained by training/train.py on the demo corpus: a smaller `make demo`
     (d_model 64, 2+2 layers, 350 steps of 64 pairs, about half a minute), shared by the tests that need a model
     that has really learned something."""
     out = tmp_path_factory.mktemp("trained_demo")
-    arguments = [
-        "--shape", "tiny", "--vocab_size", "600",
-        "--config_overrides", "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,decoder_layers=2,max_position_embeddings=64",
-        "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
-        "--output_dir", str(out), "--per_device_train_batch_size", "64", "--max_steps", "350", "--warmup_steps", "100",
-        "--learning_rate", "0.003", "--save_strategy", "no", "--disable_tqdm", "true",
-        "--report_to", "none", "--seed", "0",
-    ]  # fmt: skip
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *arguments], capture_output=True, text=True)
+    larger = "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,decoder_layers=2"
+    larger += ",max_position_embeddings=64"
+    arguments = few_steps(demo_files, out, "--config_overrides", larger, "--per_device_train_batch_size", "64",
+                          "--max_steps", "350", "--warmup_steps", "100", "--learning_rate", "0.003")  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "training" / "train.py"), *arguments], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return out / "hub"

@@ -10,7 +10,9 @@ DECODER = torch.tensor([[1, 5]])
 
 def test_source_longer_than_the_positional_table(model):
     too_long = torch.full((1, 65), 5)
-    with pytest.raises(ValueError, match="input_ids reaches position 65 but max_position_embeddings is 64; pass truncation=True"):
+    with pytest.raises(
+        ValueError, match="input_ids reaches position 65 but max_position_embeddings is 64; pass truncation=True"
+    ):
         model(input_ids=too_long, decoder_input_ids=DECODER)
     with pytest.raises(ValueError, match="max_position_embeddings is 64"):
         model.generate(input_ids=too_long, max_new_tokens=2)
@@ -37,7 +39,9 @@ def test_token_id_outside_the_vocabulary(model, bad_id):
 
 def test_attention_mask_of_the_wrong_shape(model):
     """A mask of another shape would broadcast over the wrong tokens (another batch size) or fail deep in torch."""
-    with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 3\) but the sequences it masks have shape \(1, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"attention_mask has shape \(1, 3\) but the sequences it masks have shape \(1, 4\)"
+    ):
         model(input_ids=SOURCE, attention_mask=torch.ones(1, 3), decoder_input_ids=DECODER)
     with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 4\)"):
         model(input_ids=SOURCE, attention_mask=torch.ones(2, 4), decoder_input_ids=DECODER)
@@ -80,8 +84,10 @@ def test_keywords_the_model_does_not_use_pass_as_in_transformers_models(model):
     expected = model(input_ids=SOURCE, decoder_input_ids=DECODER).logits
     for extra in ({"tokenizer": object()}, {"some_future_flag": True}, {"position_ids": torch.arange(2)}):
         torch.testing.assert_close(model(input_ids=SOURCE, decoder_input_ids=DECODER, **extra).logits, expected)
-        torch.testing.assert_close(model.model(input_ids=SOURCE, decoder_input_ids=DECODER, **extra).last_hidden_state,
-                                   model.model(input_ids=SOURCE, decoder_input_ids=DECODER).last_hidden_state)  # fmt: skip
+        torch.testing.assert_close(
+            model.model(input_ids=SOURCE, decoder_input_ids=DECODER, **extra).last_hidden_state,
+            model.model(input_ids=SOURCE, decoder_input_ids=DECODER).last_hidden_state,
+        )
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,8 @@ import json
 import pytest
 from huggingface_hub.errors import StrictDataclassError
 
-from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, load_shape, shape_names
-
 from conftest import tiny_config
+from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, load_shape, shape_names
 
 
 def test_defaults_are_the_papers_base_model():
@@ -15,7 +14,12 @@ def test_defaults_are_the_papers_base_model():
     assert (config.encoder_ffn_dim, config.decoder_ffn_dim) == (2048, 2048)
     assert config.dropout == 0.1 and config.activation_function == "relu"
     assert config.scale_embedding and config.tie_word_embeddings and not config.normalize_before
-    assert (config.pad_token_id, config.bos_token_id, config.eos_token_id, config.decoder_start_token_id) == (0, 1, 2, 1)
+    assert (config.pad_token_id, config.bos_token_id, config.eos_token_id, config.decoder_start_token_id) == (
+        0,
+        1,
+        2,
+        1,
+    )
     assert config.is_encoder_decoder
 
 
@@ -27,7 +31,10 @@ def test_library_names_map_to_the_config():
 
 
 BAD_VALUES = [
-    (dict(d_model=30, encoder_attention_heads=4), "d_model \\(30\\) must be divisible by encoder_attention_heads \\(4\\)"),
+    (
+        dict(d_model=30, encoder_attention_heads=4),
+        "d_model \\(30\\) must be divisible by encoder_attention_heads \\(4\\)",
+    ),
     (dict(decoder_attention_heads=3), "divisible by decoder_attention_heads \\(3\\)"),
     (dict(d_model=0), "field 'd_model'.*must be a positive integer, got 0"),
     (dict(encoder_layers=0), "field 'encoder_layers'.*positive integer"),

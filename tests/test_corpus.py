@@ -23,7 +23,7 @@ def test_unsegment_japanese(line, natural):
     [
         ("i can 't tell who will arrive first .", "i can't tell who will arrive first."),
         ("you have eaten lunch , haven 't you ?", "you have eaten lunch, haven't you?"),
-        ("he said , '' it 's nine o 'clock . ''", 'he said, "it\'s nine o\'clock."'),
+        ("he said , '' it 's nine o 'clock . ''", "he said, \"it's nine o'clock.\""),
         ("he said to me , ' let 's play catch . '", "he said to me, 'let's play catch.'"),
         ("it is no more than ten minutes ' walk from here .", "it is no more than ten minutes' walk from here."),
         ("year followed year ...", "year followed year..."),
@@ -41,7 +41,10 @@ def write(folder, name, lines):
 def test_read_parallel_prepares_both_sides(tmp_path):
     write(tmp_path, "train.en", ["i can 't tell .", "i like tea ."])
     write(tmp_path, "train.ja", ["分か り ま せ ん 。", "お 茶 が 好き 。"])
-    assert read_parallel(tmp_path, "train", "en", "ja") == (["i can't tell.", "i like tea."], ["分かりません。", "お茶が好き。"])
+    assert read_parallel(tmp_path, "train", "en", "ja") == (
+        ["i can't tell.", "i like tea."],
+        ["分かりません。", "お茶が好き。"],
+    )
     assert read_parallel(tmp_path, "train", "ja", "en")[0] == ["分かりません。", "お茶が好き。"]
 
 

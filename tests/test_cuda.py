@@ -4,11 +4,10 @@ chooses, generate() equal to the CPU's tokens, and the CTranslate2 export of a m
 import pytest
 import torch
 
+from conftest import tiny_model
 from hf_tiny_transformer.hardware import best_device, choose_precision
 from hf_tiny_transformer.training.arguments import TranslationTrainingArguments
 from hf_tiny_transformer.training.trainer import TranslationTrainer
-
-from conftest import tiny_model
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 
@@ -26,8 +25,15 @@ def test_training_steps_on_the_gpu(tmp_path):
     model = tiny_model(seed=1, dropout=0.0).train()
     labels = torch.randint(4, 50, (16, 5), generator=torch.Generator().manual_seed(0))
     data = [{"input_ids": SOURCE[i % 2], "attention_mask": MASK[i % 2], "labels": labels[i]} for i in range(16)]
-    args = TranslationTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=4,
-                                        warmup_steps=1, report_to=[], save_strategy="no", logging_strategy="no")  # fmt: skip
+    args = TranslationTrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        max_steps=4,
+        warmup_steps=1,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+    )
     assert args.device.type == "cuda" and not args.use_cpu
 
     def collate(examples):
@@ -44,7 +50,9 @@ def test_training_steps_on_the_gpu(tmp_path):
 def test_generate_on_the_gpu_gives_the_cpu_tokens():
     model = tiny_model()
     on_cpu = model.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=8, num_beams=2)
-    on_gpu = model.to("cuda").generate(input_ids=SOURCE.cuda(), attention_mask=MASK.cuda(), max_new_tokens=8, num_beams=2)
+    on_gpu = model.to("cuda").generate(
+        input_ids=SOURCE.cuda(), attention_mask=MASK.cuda(), max_new_tokens=8, num_beams=2
+    )
     assert torch.equal(on_gpu.cpu(), on_cpu)
 
 
@@ -53,7 +61,9 @@ def test_a_model_on_the_gpu_exports_to_ctranslate2(text_model, tokenizer, tmp_pa
     from hf_tiny_transformer.serving.ctranslate2 import CTranslate2Translator, export_ctranslate2
 
     text_model.generation_config.english_casing = False
-    expected = CTranslate2Translator(export_ctranslate2(text_model, tokenizer, tmp_path / "cpu"), compute_type="float32")
+    expected = CTranslate2Translator(
+        export_ctranslate2(text_model, tokenizer, tmp_path / "cpu"), compute_type="float32"
+    )
     export_ctranslate2(text_model.to("cuda"), tokenizer, tmp_path / "gpu")
     texts = ["I like tea.", "Do you like dogs?"]
     on_cpu = CTranslate2Translator(tmp_path / "gpu", compute_type="float32").translate(texts)

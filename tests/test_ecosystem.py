@@ -1,20 +1,20 @@
-"""The ecosystem's tools on the model: Marian conversion both ways, dynamic int8 quantization, LoRA with PEFT,
+"""The ecosystem's tools on the model: Marian conversion both ways, dynamic int8 quantization (torchao), LoRA with PEFT,
 and the conversion of folders saved with the 0.1.x parameter layout."""
 
 import json
+import re
 import subprocess
-import sys
 
 import pytest
 import torch
-from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel
 
+from conftest import TINY_TRANSFORMER, assert_one_line_error, tiny_config, tiny_model
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, from_marian, to_marian
+from hf_tiny_transformer.commands.upgrade import main as upgrade_main
+from hf_tiny_transformer.errors import UsageError
+from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.marian import marian_config, marian_of_the_same_shape
-from hf_tiny_transformer.upgrade import main as upgrade_main
-
-from conftest import assert_one_line_error, tiny_config, tiny_model
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 MASK = (SOURCE != 0).long()
@@ -63,9 +63,12 @@ def test_a_trained_model_and_its_marian_twin_translate_alike(trained_demo_model,
 
 @pytest.mark.parametrize(
     "overrides, message",
-    [(dict(normalize_before=True), "normalize_before=True"), (dict(tie_word_embeddings=False), "tie_word_embeddings=False"),
-     (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-06")],
-)  # fmt: skip
+    [
+        (dict(normalize_before=True), "normalize_before=True"),
+        (dict(tie_word_embeddings=False), "tie_word_embeddings=False"),
+        (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-06"),
+    ],
+)
 def test_a_model_marian_cannot_express_is_refused(overrides, message):
     with pytest.raises(ValueError, match=f"no MarianMTModel equivalent: {message}"):
         to_marian(tiny_model(**overrides))
@@ -79,19 +82,42 @@ def test_a_marian_model_with_its_own_target_vocabulary_is_refused():
         from_marian(marian)
 
 
-def quantized_linear_count(model) -> int:
-    return sum(isinstance(module, torch.ao.nn.quantized.dynamic.Linear) for module in model.modules())
+def greedy_tokens(model, tokenizer, sentences: list[str]) -> list[list[int]]:
+    batch = tokenizer(sentences, return_tensors="pt", padding=True)
+    with torch.inference_mode():
+        return model.generate(**batch, num_beams=1, max_new_tokens=40).tolist()
 
 
-def test_dynamic_int8_quantization_takes_every_projection(model):
-    quantized = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
-    config = model.config
+def test_dynamic_int8_quantization_takes_every_projection_and_translates_as_float32(trained_demo_model, demo_files):
+    """torchao (the [quantize] extra): every nn.Linear int8, and a trained model's greedy translations of 40 test
+    sentences nearly all the same tokens as in float32."""
+    pytest.importorskip("torchao", reason="the [quantize] extra (torchao) is not installed")
+    from hf_tiny_transformer.serving.quantization import int8_linear_layers, quantize_int8
+
+    tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
+    float32 = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model).eval()
+    int8 = quantize_int8(AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model).eval())
+    config = float32.config
     per_encoder_layer, per_decoder_layer = 4 + 2, 4 + 4 + 2  # attention projections + fc1, fc2
     expected = config.encoder_layers * per_encoder_layer + config.decoder_layers * per_decoder_layer + 1  # + lm_head
-    assert quantized_linear_count(quantized) == expected == 33
-    assert not any(isinstance(module, nn.Linear) for module in quantized.modules())
-    generated = quantized.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=6)
-    assert generated.shape == (2, 7)
+    assert int8_linear_layers(int8) == expected == 33 and int8_linear_layers(float32) == 0
+    sentences = (demo_files / "validation.en").read_text(encoding="utf-8").splitlines()
+    same = sum(
+        a == b for a, b in zip(greedy_tokens(float32, tokenizer, sentences), greedy_tokens(int8, tokenizer, sentences))
+    )
+    assert same >= 36, f"{same} of 40 the same"
+
+
+def test_bfloat16_weights_translate_as_float32(trained_demo_model, demo_files):
+    """A trained model loaded in bfloat16: nearly all of 40 greedy translations the same tokens as in float32."""
+    tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
+    float32 = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model).eval()
+    bfloat16 = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model, dtype=torch.bfloat16).eval()
+    assert bfloat16.lm_head.weight.dtype == torch.bfloat16
+    sentences = (demo_files / "validation.en").read_text(encoding="utf-8").splitlines()
+    pairs = zip(greedy_tokens(float32, tokenizer, sentences), greedy_tokens(bfloat16, tokenizer, sentences))
+    same = sum(a == b for a, b in pairs)
+    assert same >= 36, f"{same} of 40 the same"
 
 
 def test_lora_on_the_usual_targets_wraps_queries_and_values():
@@ -110,7 +136,7 @@ def test_lora_on_the_usual_targets_wraps_queries_and_values():
 
 
 def old_layout(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The parameter layout of 0.1.x: keys and values in one kv_proj, every projection stored (in, out)."""
+    """The parameter layout of 0.1: keys and values in one kv_proj, every projection stored (in, out)."""
     old = {}
     for name, tensor in state_dict.items():
         module = name.rsplit(".", 2)[-2]
@@ -129,12 +155,20 @@ def test_a_folder_of_the_old_layout_is_refused_until_converted(model, tmp_path, 
     from safetensors.torch import load_file, save_file
 
     model.save_pretrained(tmp_path)
-    save_file(old_layout(load_file(tmp_path / "model.safetensors")), tmp_path / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(OSError, match=f"python -m hf_tiny_transformer.upgrade {tmp_path}"):
-        AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    save_file(
+        old_layout(load_file(tmp_path / "model.safetensors")), tmp_path / "model.safetensors", metadata={"format": "pt"}
+    )
+    message = f"{tmp_path} was saved with the parameter layout of hf-tiny-transformer 0.1 (kv_proj); convert it once"
+    with pytest.raises(
+        UsageError, match=rf"^{re.escape(message)}, in place, with: tiny-transformer upgrade {tmp_path}$"
+    ):
+        load_model_folder(str(tmp_path))
     assert upgrade_main([str(tmp_path)]) == 0
     assert upgrade_main([str(tmp_path)]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"{tmp_path}: converted", f"{tmp_path}: already in the current layout"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tmp_path}: converted",
+        f"{tmp_path}: already in the current layout",
+    ]
     assert torch.equal(logits(AutoModelForSeq2SeqLM.from_pretrained(tmp_path)), logits(model))
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "tiny_transformer"
 
@@ -145,15 +179,17 @@ def test_the_upgrade_checks_every_folder_before_it_changes_one(model, tmp_path):
     old, damaged = tmp_path / "old", tmp_path / "damaged"
     for folder in (old, damaged):
         model.save_pretrained(folder)
-        save_file(old_layout(load_file(folder / "model.safetensors")), folder / "model.safetensors", metadata={"format": "pt"})
+        save_file(
+            old_layout(load_file(folder / "model.safetensors")), folder / "model.safetensors", metadata={"format": "pt"}
+        )
     (damaged / "model.safetensors").write_bytes((damaged / "model.safetensors").read_bytes()[:1000])  # cut short
     before = (old / "model.safetensors").read_bytes()
-    upgrade = [sys.executable, "-m", "hf_tiny_transformer.upgrade"]
+    upgrade = [TINY_TRANSFORMER, "upgrade"]
     result = subprocess.run([*upgrade, str(old), str(damaged)], capture_output=True, text=True, timeout=300)
     assert_one_line_error(result, "damaged/model.safetensors cannot be read")
     assert (old / "model.safetensors").read_bytes() == before
     help_text = subprocess.run([*upgrade, "--help"], capture_output=True, text=True, timeout=300)
-    assert help_text.returncode == 0 and "FOLDER" in help_text.stdout
+    assert help_text.returncode == 0 and help_text.stdout.startswith("usage: tiny-transformer upgrade [-h] FOLDER")
 
 
 def test_peft_prompt_tuning_trains_soft_prompts_on_the_frozen_model():

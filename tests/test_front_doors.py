@@ -1,6 +1,6 @@
-"""Every front door (the pipeline, both engines' translators, translate.py, evaluate_model.py, the demo page) handles
-text the same way: a document longer than the positional table goes in, its translation comes out, every sentence
-translated once and in order, paragraphs kept; English output cased; empty text gives empty text."""
+"""Every front door (the pipeline, every engine's translator, the translate command, evaluate_model.py, the demo
+page) handles text the same way: a document longer than the positional table goes in, its translation comes out,
+every sentence translated once and in order, paragraphs kept; English output cased; empty text gives empty text."""
 
 import json
 import subprocess
@@ -8,11 +8,10 @@ import sys
 
 import pytest
 
+from conftest import ROOT, TINY_TRANSFORMER, tiny_model
 from hf_tiny_transformer import TranslationPipeline
 from hf_tiny_transformer.serving.translator import TransformersTranslator
 from hf_tiny_transformer.text_tiny_transformer import english_casing, sentences
-
-from conftest import ROOT, tiny_model
 
 ENGLISH_PARAGRAPHS = [
     "I really like green tea. The cat is sleeping on the sofa. She doesn't drink coffee in the morning. "
@@ -53,7 +52,9 @@ def expected_document(document: str, lang: str, translate_one) -> str:
     give for a text longer than the model takes. Checks first that the text is too long and has 12 sentences."""
     paragraphs = document.split("\n\n")
     assert all(len(sentences(paragraph, lang)) == 6 for paragraph in paragraphs)
-    return "\n\n".join(" ".join(translate_one(s.strip()) for s in sentences(paragraph, lang)) for paragraph in paragraphs)
+    return "\n\n".join(
+        " ".join(translate_one(s.strip()) for s in sentences(paragraph, lang)) for paragraph in paragraphs
+    )
 
 
 def assert_too_long(tokenizer, document: str):
@@ -68,7 +69,9 @@ def test_the_pipeline_translates_a_long_document_sentence_by_sentence(model, tok
     translate = TranslationPipeline(model=model, tokenizer=tokenizer)
     expected = expected_document(document, lang, lambda sentence: translate(sentence)[0]["translation_text"])
     assert translate(document)[0]["translation_text"] == expected
-    assert f"longer than the model takes at once ({MAX_POSITIONS} tokens): translated sentence by sentence" in caplog.text
+    assert (
+        f"longer than the model takes at once ({MAX_POSITIONS} tokens): translated sentence by sentence" in caplog.text
+    )
     caplog.clear()
     first, second = sentences(document.split("\n\n")[0], lang)[:2]
     assert translate(first + second)[0]["translation_text"]  # two short sentences: split, but not too long
@@ -81,7 +84,10 @@ def test_the_transformers_translator_translates_a_long_document_sentence_by_sent
     document = DOCUMENTS[lang]
     expected = expected_document(document, lang, lambda sentence: translator.translate([sentence], batch_size=1)[0])
     assert translator.translate([document], batch_size=1) == [expected]
-    assert translator([document, "", "  \n "], batch_size=1) == [{"translation_text": expected}] + [{"translation_text": ""}] * 2
+    assert (
+        translator([document, "", "  \n "], batch_size=1)
+        == [{"translation_text": expected}] + [{"translation_text": ""}] * 2
+    )
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -95,31 +101,52 @@ def test_the_ctranslate2_translator_translates_a_long_document_sentence_by_sente
     assert translator.translate([document, ""], batch_size=1) == [expected, ""]
 
 
-def run(script: str, *arguments: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *arguments], capture_output=True,
-                            text=True, cwd=ROOT, timeout=300, stdin=subprocess.DEVNULL)  # fmt: skip
+def run(tool: str, *arguments: str) -> subprocess.CompletedProcess:
+    """A training script (`evaluate_model.py`) or a command (`translate`) in a fresh process, which must succeed."""
+    command = [sys.executable, str(ROOT / "training" / tool)] if tool.endswith(".py") else [TINY_TRANSFORMER, tool]
+    result = subprocess.run(
+        [*command, *arguments],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
 
-def test_translate_py_and_evaluate_model_py_translate_long_documents_whole(model, tokenizer, folder, tmp_path):
-    """translate.py: a document given as an argument comes back whole; evaluate_model.py: a file line that holds a
-    paragraph longer than the model takes is translated sentence by sentence, one output line for it."""
+def test_translate_and_evaluate_model_py_translate_long_documents_whole(model, tokenizer, folder, tmp_path):
+    """The translate command: a document given as an argument comes back whole; evaluate_model.py: a file line that
+    holds a paragraph longer than the model takes is translated sentence by sentence, one output line for it."""
     translator = TransformersTranslator(model, tokenizer)
-    expected = {lang: expected_document(DOCUMENTS[lang], lang, lambda s: translator.translate([s], batch_size=1)[0])
-                for lang in DOCUMENTS}  # fmt: skip
-    result = run("translate.py", "--model", str(folder), "--batch_size", "1", DOCUMENTS["en"], DOCUMENTS["ja"])
+    expected = {
+        lang: expected_document(DOCUMENTS[lang], lang, lambda s: translator.translate([s], batch_size=1)[0])
+        for lang in DOCUMENTS
+    }
+    result = run("translate", "--model", str(folder), "--batch_size", "1", DOCUMENTS["en"], DOCUMENTS["ja"])
     assert result.stdout == f"{expected['en']}\n{expected['ja']}\n"
     assert "translated sentence by sentence" in result.stderr
 
     (tmp_path / "source.txt").write_text("\n".join(ENGLISH_PARAGRAPHS + JAPANESE_PARAGRAPHS) + "\n", encoding="utf-8")
     (tmp_path / "reference.txt").write_text("a\nb\nc\nd\n")
-    scores = run("evaluate_model.py", "--model", str(folder), "--source_file", str(tmp_path / "source.txt"),
-                 "--reference_file", str(tmp_path / "reference.txt"), "--batch_size", "1",
-                 "--output_file", str(tmp_path / "out.txt"))  # fmt: skip
+    scores = run(
+        "evaluate_model.py",
+        "--model",
+        str(folder),
+        "--source_file",
+        str(tmp_path / "source.txt"),
+        "--reference_file",
+        str(tmp_path / "reference.txt"),
+        "--batch_size",
+        "1",
+        "--output_file",
+        str(tmp_path / "out.txt"),
+    )
     assert json.loads(scores.stdout.splitlines()[-1])["sentences"] == 4
     assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == [
-        *expected["en"].split("\n\n"), *expected["ja"].split("\n\n")
+        *expected["en"].split("\n\n"),
+        *expected["ja"].split("\n\n"),
     ]
 
 
@@ -138,8 +165,10 @@ def test_english_output_is_cased_unless_the_generation_config_says_no(model, tok
     """The models are trained on lowercased text: English output gets capitals at sentence starts and for I."""
     front_doors = {
         "translator": lambda: TransformersTranslator(model, tokenizer).translate(ENGLISH_PARAGRAPHS[:1])[0],
-        "pipeline": lambda: TranslationPipeline(model=model, tokenizer=tokenizer)(ENGLISH_PARAGRAPHS[0])[0]["translation_text"],
-    }  # fmt: skip
+        "pipeline": lambda: TranslationPipeline(model=model, tokenizer=tokenizer)(ENGLISH_PARAGRAPHS[0])[0][
+            "translation_text"
+        ],
+    }
     for name, translate in front_doors.items():
         model.generation_config.english_casing = False
         raw = translate()

@@ -37,9 +37,8 @@ def test_static_cache_gives_the_same_tokens(model):
 def test_static_cache_decoding_compiles_as_one_graph(model):
     """generate's compiled path (static cache + torch.compile, fullgraph): no graph break in the model, same
     tokens. Dynamo's "eager" backend traces the graph without the minutes of C++ code generation."""
-    from transformers import CompileConfig
-
     from torch._dynamo.utils import counters
+    from transformers import CompileConfig
 
     torch._dynamo.reset()
     counters.clear()
@@ -99,7 +98,9 @@ def test_cache_appends_self_attention_and_computes_cross_attention_once(model):
     out2 = model(decoder_input_ids=next_token, cache=cache, **step)
     assert cache.self_attention_cache.get_seq_length() == 2
     assert cache.cross_attention_cache.layers[0].keys is cross_keys  # reused, not recomputed
-    full = model(decoder_input_ids=torch.cat([torch.ones(3, 1, dtype=torch.long), next_token], 1), **{**step, "use_cache": False})
+    full = model(
+        decoder_input_ids=torch.cat([torch.ones(3, 1, dtype=torch.long), next_token], 1), **{**step, "use_cache": False}
+    )
     torch.testing.assert_close(out2.logits[:, -1], full.logits[:, -1], atol=1e-5, rtol=1e-5)
 
 
@@ -123,11 +124,17 @@ def test_inputs_embeds_give_the_logits_and_tokens_of_ids(model):
     from_ids = model(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=decoder_ids).logits
     from_embeddings = model(inputs_embeds=embed(SOURCE), attention_mask=MASK, decoder_inputs_embeds=embed(decoder_ids))
     torch.testing.assert_close(from_embeddings.logits, from_ids)
-    torch.testing.assert_close(model(inputs_embeds=embed(SOURCE), attention_mask=MASK, decoder_input_ids=decoder_ids).logits, from_ids)
+    torch.testing.assert_close(
+        model(inputs_embeds=embed(SOURCE), attention_mask=MASK, decoder_input_ids=decoder_ids).logits, from_ids
+    )
     for beams in (1, 3):
         by_ids = generate(model, num_beams=beams)
-        assert torch.equal(model.generate(inputs_embeds=embed(SOURCE), attention_mask=MASK, num_beams=beams,
-                                          max_new_tokens=12, min_new_tokens=12), by_ids)  # fmt: skip
+        assert torch.equal(
+            model.generate(
+                inputs_embeds=embed(SOURCE), attention_mask=MASK, num_beams=beams, max_new_tokens=12, min_new_tokens=12
+            ),
+            by_ids,
+        )
 
 
 def test_encoder_outputs_given_to_generate_skip_the_encoder(model):
@@ -160,7 +167,9 @@ def test_a_streamer_sees_every_new_token(model):
             self.ended = True
 
     streamer = Collect()
-    out = model.generate(input_ids=SOURCE[:1], attention_mask=MASK[:1], max_new_tokens=12, min_new_tokens=12, streamer=streamer)
+    out = model.generate(
+        input_ids=SOURCE[:1], attention_mask=MASK[:1], max_new_tokens=12, min_new_tokens=12, streamer=streamer
+    )
     assert streamer.tokens == out[0].tolist() and streamer.ended
 
 

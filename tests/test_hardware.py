@@ -8,6 +8,7 @@ import ctranslate2
 import pytest
 import torch
 
+from conftest import AMX, AVX2, AVX512_BF16
 from hf_tiny_transformer import hardware
 from hf_tiny_transformer.hardware import (
     Choice,
@@ -20,18 +21,16 @@ from hf_tiny_transformer.hardware import (
     describe,
 )
 
-from conftest import AMX, AVX2, AVX512_BF16
-
 AVX_VNNI = frozenset({"fma", "avx2", "avx_vnni"})  # Intel Alder Lake
 # An Intel Ice Lake of the project: lscpu's Flags line, AVX-512 and VNNI, no avx512_bf16.
 ICE_LAKE_LSCPU = (
-    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx "
-    "pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid tsc_known_freq pni pclmulqdq ssse3 fma "
-    "cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm abm "
-    "3dnowprefetch cpuid_fault ssbd ibrs ibpb stibp ibrs_enhanced fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms invpcid "
-    "avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec "
-    "xgetbv1 xsaves wbnoinvd arat avx512vbmi umip pku ospke avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni "
-    "avx512_bitalg avx512_vpopcntdq rdpid fsrm md_clear flush_l1d arch_capabilities"
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht "
+    "syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid tsc_known_freq pni "
+    "pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand "
+    "hypervisor lahf_lm abm 3dnowprefetch cpuid_fault ssbd ibrs ibpb stibp ibrs_enhanced fsgsbase tsc_adjust bmi1 "
+    "avx2 smep bmi2 erms invpcid avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni "
+    "avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves wbnoinvd arat avx512vbmi umip pku ospke avx512_vbmi2 gfni "
+    "vaes vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid fsrm md_clear flush_l1d arch_capabilities"
 )
 ICE_LAKE = frozenset(ICE_LAKE_LSCPU.split())
 # The reasons' sentences, written out here so that a change of wording shows.
@@ -241,6 +240,12 @@ def test_denormals_are_flushed_in_every_thread_torch_starts_after():
     import subprocess
     import sys
 
-    left = {mode: int(subprocess.run([sys.executable, "-c", DENORMALS_LEFT, mode], capture_output=True, text=True,
-                                      check=True).stdout) for mode in ("keep", "flush")}  # fmt: skip
+    left = {
+        mode: int(
+            subprocess.run(
+                [sys.executable, "-c", DENORMALS_LEFT, mode], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for mode in ("keep", "flush")
+    }
     assert left == {"keep": 4_000_000, "flush": 0}

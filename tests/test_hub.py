@@ -1,19 +1,17 @@
 """The folder ready for the Hub, its model card (and the metrics block the tools rewrite), the Space folder, and
-scripts/push_to_hub.py."""
+`tiny-transformer push-to-hub`."""
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from huggingface_hub import ModelCard
 
+from conftest import HUB_FOLDER_FILES, ROOT, TINY_TRANSFORMER, assert_one_line_error, folder_digest, run_without_package
 from hf_tiny_transformer import model_card, save_for_hub
 from hf_tiny_transformer.hub import BEGIN_METRICS, END_METRICS, differences_from_the_paper, save_space, with_evaluation
-
-from conftest import MODEL_FOLDER_FILES, ROOT, assert_one_line_error, folder_digest, run_without_package
 
 
 @pytest.fixture
@@ -31,7 +29,7 @@ def hub_folder(text_model, tokenizer, tmp_path):
 
 def test_folder_holds_everything_a_hub_repo_needs(hub_folder):
     files = {path.name for path in hub_folder.iterdir()}
-    assert MODEL_FOLDER_FILES | {"tokenizer.json", "tokenizer_config.json", "README.md"} <= files
+    assert files == HUB_FOLDER_FILES
     assert not [name for name in files if name.endswith((".bin", ".pt", ".pkl", ".pth"))]
     config = json.loads((hub_folder / "config.json").read_text())
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM"}
@@ -85,11 +83,15 @@ def test_updating_the_metrics_keeps_what_a_person_wrote_under_evaluation(text_mo
 
 
 def test_metrics_block_of_a_new_card_is_replaced_and_a_card_without_evaluation_gets_the_section(text_model):
-    card = model_card(text_model, source_lang="en", target_lang="ja", training_data="A few sentences.", metrics={"test_bleu": 1.0})
+    card = model_card(
+        text_model, source_lang="en", target_lang="ja", training_data="A few sentences.", metrics={"test_bleu": 1.0}
+    )
     [block] = metrics_blocks(card.content)
     edited = card.content.replace(block, f"{block}\n\n{PERSONS_NOTE}")  # a person's text below the block
     updated = with_evaluation(edited, {"test_chrf": 33.0}, "")
-    assert updated == edited.replace(block, "\n\n".join([BEGIN_METRICS, "| metric | value |\n|---|---:|\n| test_chrf | 33.00 |", END_METRICS]))
+    assert updated == edited.replace(
+        block, "\n\n".join([BEGIN_METRICS, "| metric | value |\n|---|---:|\n| test_chrf | 33.00 |", END_METRICS])
+    )
     bare = card_without_metrics(text_model)
     twice = with_evaluation(with_evaluation(bare, {"test_bleu": 1.0}, ""), {"test_bleu": 2.0}, "")
     assert twice.count("## Evaluation") == 1 and len(metrics_blocks(twice)) == 1 and "| test_bleu | 2.00 |" in twice
@@ -102,10 +104,15 @@ def test_space_folder_carries_the_whole_package_and_starts_the_demo_app(text_mod
     package = ROOT / "hf_tiny_transformer"
     wanted = {path.relative_to(package) for pattern in ("*.py", "*.json") for path in package.rglob(pattern)}
     copied = {path.relative_to(space / "hf_tiny_transformer") for path in (space / "hf_tiny_transformer").rglob("*")}
-    assert {Path("demo/app.py"), Path("data/tokenizer.py"), Path("serving/translator.py"), Path("shapes/tiny.json")} <= wanted
+    assert {
+        Path("demo/app.py"),
+        Path("data/tokenizer.py"),
+        Path("serving/translator.py"),
+        Path("shapes/tiny.json"),
+    } <= wanted
     assert wanted <= copied, wanted - copied  # subpackages included
-    assert "from hf_tiny_transformer.demo.app import main" in (space / "app.py").read_text()
-    assert MODEL_FOLDER_FILES <= {path.name for path in space.iterdir()}
+    assert 'main(["app", "--model", "."])' in (space / "app.py").read_text()  # what `tiny-transformer app` runs
+    assert HUB_FOLDER_FILES - {"README.md"} <= {path.name for path in space.iterdir()}
     assert ModelCard.load(space / "README.md").data.to_dict()["sdk"] == "gradio"
 
 
@@ -126,7 +133,7 @@ def push(folder, *extra, env_overrides=None, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update({"HF_HOME": str(tmp_path / "hf_home"), **(env_overrides or {})})
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "push_to_hub.py"), "--folder", str(folder), "--repo-id", "me/tiny", *extra],
+        [TINY_TRANSFORMER, "push-to-hub", "--folder", str(folder), "--repo_id", "me/tiny", *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -144,11 +151,11 @@ def test_push_dry_run_lists_files_and_card_header(hub_folder, tmp_path):
     (hub_folder / "scratch.py").write_text("print('mine')\n")  # a code file config.json does not name
     (hub_folder / "notes.txt").write_text("mine\n")
     before = folder_digest(hub_folder)
-    result = push(hub_folder, "--dry-run", tmp_path=tmp_path)
+    result = push(hub_folder, "--dry_run", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     uploaded = listed_for_upload(result.stdout)
     # the code files config.json names, and what they import (pipeline, text, saving): everything remote code loads
-    assert MODEL_FOLDER_FILES | {"tokenizer.json", "tokenizer_config.json", "README.md"} <= uploaded, uploaded
+    assert uploaded == HUB_FOLDER_FILES, uploaded
     assert not uploaded & {"scratch.py", "notes.txt"}, uploaded
     assert "Not uploaded (2, " in result.stdout and "scratch.py" in result.stdout and "notes.txt" in result.stdout
     assert "pipeline_tag: translation" in result.stdout and "library_name: transformers" in result.stdout
@@ -158,7 +165,7 @@ def test_push_dry_run_lists_files_and_card_header(hub_folder, tmp_path):
 def test_push_without_a_token_fails_in_one_line(hub_folder, tmp_path):
     before = folder_digest(hub_folder)
     result = push(hub_folder, tmp_path=tmp_path)
-    assert_one_line_error(result, "push_to_hub.py: no Hugging Face token", "hf auth login", code=1)
+    assert_one_line_error(result, "tiny-transformer push-to-hub: no Hugging Face token", "hf auth login", code=1)
     assert folder_digest(hub_folder) == before
 
 
@@ -167,13 +174,13 @@ def test_push_without_network_fails_in_one_line(hub_folder, tmp_path):
     unreachable = {"HF_TOKEN": "hf_not_a_real_token", "HF_ENDPOINT": "http://127.0.0.1:9"}
     result = push(hub_folder, env_overrides=unreachable, tmp_path=tmp_path)
     assert_one_line_error(result, code=1)
-    assert result.stderr.startswith("push_to_hub.py: "), result.stderr
+    assert result.stderr.startswith("tiny-transformer push-to-hub: "), result.stderr
     assert folder_digest(hub_folder) == before
 
 
 def test_push_refuses_an_incomplete_folder(hub_folder, tmp_path):
     (hub_folder / "README.md").unlink()
-    result = push(hub_folder, "--dry-run", tmp_path=tmp_path)
+    result = push(hub_folder, "--dry_run", tmp_path=tmp_path)
     assert_one_line_error(result, "lacks README.md", "save_for_hub")
 
 

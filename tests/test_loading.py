@@ -1,4 +1,4 @@
-"""One way to read a model folder for every command (cli.load_model_folder): any problem with config, weights or
+"""One way to read a model folder for every command (hf_tiny_transformer.loading): any problem with config, weights or
 tokenizer is one line that names the folder, the file and the fix; weights missing or adding a tensor are an error,
 not a model half made of random numbers. And the demo page's own start-up problems, each one line."""
 
@@ -6,13 +6,12 @@ import json
 import shutil
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 from safetensors.torch import load_file, save_file
 
-from conftest import ROOT, assert_one_line_error, run_script
+from conftest import ROOT, TINY_TRANSFORMER, assert_one_line_error, run_command, run_tool
 
 
 @pytest.fixture
@@ -40,27 +39,64 @@ def set_config(folder, **values):
 
 DAMAGE = {
     "truncated weights": (lambda f: truncate(f / "model.safetensors"), "model.safetensors cannot be loaded"),
-    "weights that are not safetensors": (lambda f: (f / "model.safetensors").write_bytes(b"\x00" * 64), "model.safetensors cannot be loaded"),
-    "a tensor missing": (lambda f: rewrite_weights(f, lambda w: w.pop("model.decoder.layers.0.feed_forward.fc1.weight")),
-                         "model.safetensors does not fit config.json (missing: model.decoder.layers.0.feed_forward.fc1.weight)"),
-    "a tensor too many": (lambda f: rewrite_weights(f, lambda w: w.update(extra=w["lm_head.weight"].clone() if "lm_head.weight" in w else w["model.encoder.embed_tokens.weight"].clone())),
-                          "(unexpected: extra)"),
-    "a tensor of the wrong shape": (lambda f: rewrite_weights(f, lambda w: w.update({"model.decoder.layers.0.feed_forward.fc1.weight": w["model.decoder.layers.0.feed_forward.fc1.weight"][:5]})),
-                                    "(mismatched: model.decoder.layers.0.feed_forward.fc1.weight"),
-    "a config field of the wrong type": (lambda f: set_config(f, d_model="big"), "config.json cannot be loaded (Validation error for field 'd_model':"),
-    "a config value out of range": (lambda f: set_config(f, dropout=3), "config.json cannot be loaded (Validation error for field 'dropout':"),
+    "weights that are not safetensors": (
+        lambda f: (f / "model.safetensors").write_bytes(b"\x00" * 64),
+        "model.safetensors cannot be loaded",
+    ),
+    "a tensor missing": (
+        lambda f: rewrite_weights(f, lambda w: w.pop("model.decoder.layers.0.feed_forward.fc1.weight")),
+        "model.safetensors does not fit config.json (missing: model.decoder.layers.0.feed_forward.fc1.weight)",
+    ),
+    "a tensor too many": (
+        lambda f: rewrite_weights(
+            f,
+            lambda w: w.update(
+                extra=w["lm_head.weight"].clone()
+                if "lm_head.weight" in w
+                else w["model.encoder.embed_tokens.weight"].clone()
+            ),
+        ),
+        "(unexpected: extra)",
+    ),
+    "a tensor of the wrong shape": (
+        lambda f: rewrite_weights(
+            f,
+            lambda w: w.update(
+                {
+                    "model.decoder.layers.0.feed_forward.fc1.weight": w[
+                        "model.decoder.layers.0.feed_forward.fc1.weight"
+                    ][:5]
+                }
+            ),
+        ),
+        "(mismatched: model.decoder.layers.0.feed_forward.fc1.weight",
+    ),
+    "a config field of the wrong type": (
+        lambda f: set_config(f, d_model="big"),
+        "config.json cannot be loaded (Validation error for field 'd_model':",
+    ),
+    "a config value out of range": (
+        lambda f: set_config(f, dropout=3),
+        "config.json cannot be loaded (Validation error for field 'dropout':",
+    ),
     "config.json not JSON": (lambda f: (f / "config.json").write_text("{ not json"), "config.json cannot be loaded"),
-    "no config.json": (lambda f: (f / "config.json").unlink(), "has no config.json; pass a folder saved with save_pretrained"),
-    "a corrupt tokenizer.json": (lambda f: (f / "tokenizer.json").write_text('{"model": 3}'), "tokenizer.json cannot be loaded"),
+    "no config.json": (
+        lambda f: (f / "config.json").unlink(),
+        "has no config.json; pass a folder saved with save_pretrained",
+    ),
+    "a corrupt tokenizer.json": (
+        lambda f: (f / "tokenizer.json").write_text('{"model": 3}'),
+        "tokenizer.json cannot be loaded",
+    ),
     "no weights": (lambda f: (f / "model.safetensors").unlink(), "model.safetensors cannot be loaded"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_a_damaged_folder_is_one_line_naming_the_folder_the_file_and_the_fix(folder, damage):
     spoil, message = DAMAGE[damage]
     spoil(folder)
-    result = run_script("translate.py", "--model", str(folder), "I like tea.")
+    result = run_command("translate", "--model", str(folder), "I like tea.")
     assert_one_line_error(result, f"--model {folder}", message)
     if "cannot be loaded" in message:
         assert "save the model again or copy the folder anew" in result.stderr
@@ -70,22 +106,42 @@ def test_every_command_reads_a_folder_the_same_way(folder, tmp_path):
     rewrite_weights(folder, lambda w: w.pop("model.decoder.layers.0.feed_forward.fc1.weight"))
     (tmp_path / "source.txt").write_text("I like tea.\n")
     commands = {
-        "translate.py": ["--model", str(folder), "I like tea."],
-        "evaluate_model.py": ["--model", str(folder), "--source_file", str(tmp_path / "source.txt"),
-                              "--reference_file", str(tmp_path / "source.txt")],
-        "tune_decoding.py": ["--model", str(folder), "--source_file", str(tmp_path / "source.txt"),
-                             "--reference_file", str(tmp_path / "source.txt")],
-        "visualize.py": ["--model", str(folder), "--source", "I like tea.", "--out", str(tmp_path / "pictures")],
-        "export_ctranslate2.py": ["--model", str(folder), "--output_dir", str(tmp_path / "ct2")],
-    }  # fmt: skip
-    for script, arguments in commands.items():
-        assert_one_line_error(run_script(script, *arguments), "model.safetensors does not fit config.json (missing:")
+        "translate": ["--model", str(folder), "I like tea."],
+        "evaluate_model.py": [
+            "--model",
+            str(folder),
+            "--source_file",
+            str(tmp_path / "source.txt"),
+            "--reference_file",
+            str(tmp_path / "source.txt"),
+        ],
+        "tune_decoding.py": [
+            "--model",
+            str(folder),
+            "--source_file",
+            str(tmp_path / "source.txt"),
+            "--reference_file",
+            str(tmp_path / "source.txt"),
+        ],
+        "visualize": ["--model", str(folder), "--source", "I like tea.", "--output_dir", str(tmp_path / "pictures")],
+        "export-ctranslate2": ["--model", str(folder), "--output_dir", str(tmp_path / "ct2")],
+    }
+    for tool, arguments in commands.items():
+        assert_one_line_error(
+            run_tool(tool, *arguments), f"--model {folder}: model.safetensors does not fit config.json (missing:"
+        )
     assert not (tmp_path / "pictures").exists() and not (tmp_path / "ct2").exists()
 
 
 def app(*arguments: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hf_tiny_transformer.demo.app", *arguments], capture_output=True,
-                          text=True, cwd=ROOT, timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.run(
+        [TINY_TRANSFORMER, "app", *arguments],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_the_demo_page_refuses_a_busy_port_a_bad_port_and_a_missing_folder_at_once(folder, tmp_path):
@@ -96,7 +152,9 @@ def test_the_demo_page_refuses_a_busy_port_a_bad_port_and_a_missing_folder_at_on
         result = app("--model", str(folder), "--port", str(port))
     assert_one_line_error(result, f"--port {port} on 127.0.0.1 cannot be used", "pass another --port")
     assert_one_line_error(app("--model", str(folder), "--port", "70000"), "--port 70000 is not a port number")
-    assert_one_line_error(app("--model", str(folder), "--host", "999.1.1.1"), "--host 999.1.1.1 is not an address of this machine")
+    assert_one_line_error(
+        app("--model", str(folder), "--host", "999.1.1.1"), "--host 999.1.1.1 is not an address of this machine"
+    )
     start = time.monotonic()
     assert_one_line_error(app("--model", str(tmp_path / "runs" / "mistyped")), "does not exist")
     assert_one_line_error(app("--model", "tests/mistyped-hub"), "--model tests/mistyped-hub does not exist")
@@ -105,17 +163,24 @@ def test_the_demo_page_refuses_a_busy_port_a_bad_port_and_a_missing_folder_at_on
 
 def test_the_demo_page_takes_a_model_of_any_shape(tokenizer):
     pytest.importorskip("gradio")
-    from hf_tiny_transformer.demo.app import build_app
+    import gradio as gr
+    from PIL import Image
 
     from conftest import tiny_model
+    from hf_tiny_transformer.demo.app import Demo, build_app
 
     for layers in (1, 3):
         model = tiny_model(vocab_size=len(tokenizer), encoder_layers=layers, decoder_layers=layers)
-        build_app(model, tokenizer, ["I eat cake."])  # a one-layer model used to crash its layer slider
+        app = build_app(model, tokenizer, ["I eat cake."])  # a one-layer model used to crash its layer slider
+        (slider,) = [block for block in app.blocks.values() if isinstance(block, gr.Slider)]
+        assert (slider.value, slider.maximum, slider.visible) == (layers - 1, max(layers - 1, 1), layers > 1)
+        for kind in ("encoder", "decoder", "cross"):
+            _, image, _ = Demo(model, tokenizer).translate_and_draw("I eat cake.", kind, layers - 1)
+            assert isinstance(image, Image.Image) and image.width > 100, (layers, kind)
 
 
 def test_a_copy_of_the_folder_loads(folder, tmp_path):
     """The loader's checks pass a good folder (and its copy) without a word on stderr."""
     shutil.copytree(folder, tmp_path / "copy")
-    result = run_script("translate.py", "--model", str(tmp_path / "copy"), "I like tea.")
+    result = run_command("translate", "--model", str(tmp_path / "copy"), "I like tea.")
     assert result.returncode == 0 and result.stderr.strip() == "", result.stderr

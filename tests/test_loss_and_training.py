@@ -4,11 +4,10 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingArguments
 
+from conftest import tiny_model
 from hf_tiny_transformer.modeling_tiny_transformer import shift_tokens_right
 from hf_tiny_transformer.training.loss import LabelSmoothedCrossEntropy, label_smoothed_cross_entropy
 from hf_tiny_transformer.training.trainer import LabelSmoothing, TranslationTrainer
-
-from conftest import tiny_model
 
 
 def test_decoder_inputs_are_labels_shifted_right(model):

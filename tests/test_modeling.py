@@ -5,10 +5,9 @@ import math
 import pytest
 import torch
 
+from conftest import tiny_config, tiny_model
 from hf_tiny_transformer import TinyTransformerModel
 from hf_tiny_transformer.modeling_tiny_transformer import MultiHeadAttention, apply_dropout, sinusoidal_table
-
-from conftest import tiny_config, tiny_model
 
 
 def test_sinusoidal_table_is_the_papers_formula_interleaved():
@@ -32,7 +31,9 @@ def test_dropout_zeroes_a_share_p_and_scales_the_rest(dtype, p):
     dropped = y == 0
     share = dropped.double().mean().item()
     assert abs(share - p) < 5 * math.sqrt(p * (1 - p) / x.numel()), share
-    torch.testing.assert_close(y[~dropped], (x[~dropped].double() / (1 - p)).to(dtype), rtol=1e-2 if dtype == torch.bfloat16 else 1e-6, atol=0)
+    torch.testing.assert_close(
+        y[~dropped], (x[~dropped].double() / (1 - p)).to(dtype), rtol=1e-2 if dtype == torch.bfloat16 else 1e-6, atol=0
+    )
     y.backward(torch.ones_like(y))
     assert torch.equal(x.grad == 0, dropped)
     torch.manual_seed(0)
@@ -131,8 +132,12 @@ def test_decoder_layer_matches_a_float64_reference_of_the_paper(normalize_before
 
     future_hidden = torch.tril(torch.ones(4, 4, dtype=torch.bool)).expand(2, 4, 4)
     padding_hidden = memory_padding.bool()[:, None, :].expand(2, 4, 3)
-    h = around(layer.self_attn_residual, x.double(), lambda y: reference_attention(layer.self_attn, y, y, future_hidden))
-    h = around(layer.encoder_attn_residual, h, lambda y: reference_attention(layer.encoder_attn, y, memory, padding_hidden))
+    h = around(
+        layer.self_attn_residual, x.double(), lambda y: reference_attention(layer.self_attn, y, y, future_hidden)
+    )
+    h = around(
+        layer.encoder_attn_residual, h, lambda y: reference_attention(layer.encoder_attn, y, memory, padding_hidden)
+    )
     h = around(layer.feed_forward_residual, h, lambda y: reference_feed_forward(layer.feed_forward, y))
     torch.testing.assert_close(output.double(), h, atol=1e-5, rtol=1e-5)
 
@@ -249,7 +254,9 @@ def test_pre_ln_variant_differs_and_normalizes_the_stack_output(batch):
 def test_base_model_returns_seq2seq_model_output(batch):
     model = TinyTransformerModel(tiny_config()).eval()
     decoder_input_ids = torch.tensor([[1, 5], [1, 6]])
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder_input_ids)
+    out = model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder_input_ids
+    )
     assert type(out).__name__ == "Seq2SeqModelOutput"
     assert out.last_hidden_state.shape == (2, 2, 32) and out.encoder_last_hidden_state.shape == (2, 5, 32)
     as_tuple = model(input_ids=batch["input_ids"], decoder_input_ids=decoder_input_ids, return_dict=False)
@@ -264,7 +271,11 @@ def test_return_dict_false_gives_a_tuple_with_the_loss_first(model, batch):
 
 def test_encoder_outputs_skip_the_encoder(model, batch):
     encoder_outputs = model.get_encoder()(batch["input_ids"], batch["attention_mask"])
-    with_outputs = model(encoder_outputs=encoder_outputs, attention_mask=batch["attention_mask"], labels=batch["labels"])
+    with_outputs = model(
+        encoder_outputs=encoder_outputs, attention_mask=batch["attention_mask"], labels=batch["labels"]
+    )
     torch.testing.assert_close(with_outputs.logits, model(**batch).logits)
-    as_tuple = model(encoder_outputs=tuple(encoder_outputs.values()), attention_mask=batch["attention_mask"], labels=batch["labels"])
+    as_tuple = model(
+        encoder_outputs=tuple(encoder_outputs.values()), attention_mask=batch["attention_mask"], labels=batch["labels"]
+    )
     torch.testing.assert_close(as_tuple.logits, with_outputs.logits)

@@ -1,6 +1,6 @@
-"""The output guard every command runs before any work (hf_tiny_transformer.cli.check_output): a destination that
-is, holds or lies inside an input, an existing model or checkpoints (unless asked), the wrong kind or place, or a
-place that cannot be written is one line naming the flag, the problem and the fix."""
+"""The output guard every command runs before any work (hf_tiny_transformer.commands.shared.check_output): a
+destination that is, holds or lies inside an input, an existing model or checkpoints (unless asked), the wrong kind
+or place, or a place that cannot be written is one line naming the flag, the problem and the fix."""
 
 import errno
 import os
@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from hf_tiny_transformer import cli
-from hf_tiny_transformer.cli import UsageError, check_output
+from hf_tiny_transformer.commands import shared as cli
+from hf_tiny_transformer.commands.shared import check_output
+from hf_tiny_transformer.errors import UsageError
+
 
 def write_files(folder: Path, files: dict[str, str]):
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
-
-
 
 
 def refusal(path, **options) -> str:

@@ -5,9 +5,8 @@ import json
 import pytest
 from transformers import pipeline
 
-from hf_tiny_transformer import TranslationPipeline
-
 from conftest import run_without_package
+from hf_tiny_transformer import TranslationPipeline
 
 TEXTS = ["I really like green tea.", "The cat is sleeping on the sofa.", "Do you like dogs?"]
 
@@ -114,9 +113,13 @@ def test_non_string_input_is_a_type_error_naming_the_argument(text_model, tokeni
 
 @pytest.mark.parametrize(
     "setting, message",
-    [({"num_beams": 0}, "num_beams must be a whole number of at least 1"), ({"num_beams": 2.5}, "num_beams"),
-     ({"length_penalty": float("nan")}, "length_penalty must be a finite number"), ({"max_new_tokens": 0}, "max_new_tokens")],
-)  # fmt: skip
+    [
+        ({"num_beams": 0}, "num_beams must be a whole number of at least 1"),
+        ({"num_beams": 2.5}, "num_beams"),
+        ({"length_penalty": float("nan")}, "length_penalty must be a finite number"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+    ],
+)
 def test_nonsensical_generation_settings_are_a_value_error_naming_them(text_model, tokenizer, setting, message):
     translate = TranslationPipeline(model=text_model, tokenizer=tokenizer)
     with pytest.raises(ValueError, match=message):

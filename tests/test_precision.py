@@ -8,6 +8,7 @@ import datasets
 import pytest
 import torch
 
+from conftest import AMX, AVX2, AVX512_BF16, ROOT, fake_cpuinfo, few_steps, run_script, tiny_model
 from hf_tiny_transformer import hardware
 from hf_tiny_transformer.hardware import Choice
 from hf_tiny_transformer.training import precision
@@ -15,9 +16,7 @@ from hf_tiny_transformer.training.arguments import parse_arguments
 from hf_tiny_transformer.training.precision import Mode, Trial, candidate_modes, chosen, time_modes
 from hf_tiny_transformer.training.trainer import TranslationTrainer
 
-from conftest import AMX, AVX2, AVX512_BF16, ROOT, fake_cpuinfo, run_script, tiny_model
-
-RECIPES = sorted((ROOT / "recipes").glob("*.json"))
+RECIPES = sorted((ROOT / "training" / "recipes").glob("*.json"))
 NO_BF16 = "fp32: the CPU has no bfloat16 instructions (no avx512_bf16 or amx_bf16); bf16 would be emulated and slower"
 # machine -> (the precision the hardware rule gives, its reason, whether the arguments tell the library "CPU")
 ON_THE_CPU = {
@@ -108,8 +107,10 @@ def test_the_trial_keeps_the_fastest_mode_and_leaves_the_random_numbers_alone(mo
     assert trial.best == Mode("bf16", "eager") and trial.seconds_per_step == pytest.approx(seconds)
     assert stepped == modes * 4  # a warm-up pass, then 3 rounds taking turns
     reason = chosen(trial, Choice("bf16", "bf16: the CPU has AMX (amx_bf16)")).reason
-    assert reason == ("bf16: the fastest on this run's batches (a step took 0.200 s in bf16, eager; 0.300 s in fp32, "
-                      "sdpa; 0.400 s in bf16, sdpa); the CPU has AMX (amx_bf16)")  # fmt: skip
+    assert reason == (
+        "bf16: the fastest on this run's batches (a step took 0.200 s in bf16, eager; 0.300 s in fp32, "
+        "sdpa; 0.400 s in bf16, sdpa); the CPU has AMX (amx_bf16)"
+    )
 
 
 def test_one_mode_is_not_timed():
@@ -119,13 +120,8 @@ def test_one_mode_is_not_timed():
 
 
 def small_run(demo_files, output_dir, *extra: str) -> list[str]:
-    return [
-        "--shape", "tiny", "--vocab_size", "300", "--config_overrides",
-        "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64",
-        "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
-        "--output_dir", str(output_dir), "--per_device_train_batch_size", "16", "--max_steps", "2", "--warmup_steps", "1",
-        "--save_strategy", "no", "--disable_tqdm", "true", "--report_to", "none", "--seed", "0", *extra,
-    ]  # fmt: skip
+    """2 steps of the small model: the mode, not the training, is what these tests look at."""
+    return few_steps(demo_files, output_dir, "--vocab_size", "300", "--max_steps", "2", "--warmup_steps", "1", *extra)
 
 
 def test_bf16_asked_for_trains_on_this_cpu_as_a_user_runs_it(demo_files, tmp_path):
@@ -150,7 +146,9 @@ def test_auto_on_a_bf16_cpu_times_the_modes_and_trains_in_the_fastest(demo_files
     assert set(figures) == {"fp32, sdpa", "bf16, sdpa", "bf16, eager"} and all(value > 0 for value in figures.values())
     fastest = min(figures, key=figures.get)
     assert f"{metrics['precision']}, {metrics['attention']}" == fastest
-    assert metrics["precision_reason"].startswith(f"{metrics['precision']}: the fastest on this run's batches (a step took")
+    assert metrics["precision_reason"].startswith(
+        f"{metrics['precision']}: the fastest on this run's batches (a step took"
+    )
     assert metrics["precision_reason"].endswith(f"); {evidence.removeprefix('bf16: ')}")
     assert f"precision {metrics['precision_reason']}; {metrics['attention']} attention" in result.stderr
     card = (out / "hub" / "README.md").read_text()
@@ -176,9 +174,20 @@ def test_a_resumed_run_keeps_the_mode_it_trained_in(demo_files, tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert (recorded["precision"], recorded["attention"]) == (metrics["precision"], metrics["attention"])
     assert recorded["seconds_per_step"] == metrics["precision_trial_seconds_per_step"]
-    resumed = ["--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2", "--resume_from_checkpoint",
-               str(out / "checkpoint-2")]  # fmt: skip
+    resumed = [
+        "--max_steps",
+        "4",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--resume_from_checkpoint",
+        str(out / "checkpoint-2"),
+    ]
     second = run_script("train.py", *small_run(demo_files, out, *resumed), cpuinfo=cpuinfo, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"resuming a run that trained in {recorded['precision']}, {recorded['attention']}" in second.stderr
-    assert json.loads((out / "metrics.json").read_text())["precision_trial_seconds_per_step"] == recorded["seconds_per_step"]
+    assert (
+        json.loads((out / "metrics.json").read_text())["precision_trial_seconds_per_step"]
+        == recorded["seconds_per_step"]
+    )

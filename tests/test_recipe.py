@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from conftest import assert_one_line_error, few_steps, run_script
 from hf_tiny_transformer.data.batching import TokenBatchSampler, padding_fraction
 from hf_tiny_transformer.serving.translator import TransformersTranslator, translation_length_limit
 from hf_tiny_transformer.training.checkpoints import (
@@ -17,8 +18,6 @@ from hf_tiny_transformer.training.checkpoints import (
     last_checkpoints,
     last_complete_checkpoint,
 )
-
-from conftest import assert_one_line_error, run_script
 
 
 def run_ok(script: str, *arguments: str):
@@ -63,7 +62,9 @@ def test_token_batches_pad_far_less_than_random_batches_of_as_many_pairs():
 
 
 def test_a_budget_below_the_longest_pair_is_refused():
-    with pytest.raises(ValueError, match="smaller than the longest pair \\(12 source \\+ target tokens\\); raise it to at least 12"):
+    with pytest.raises(
+        ValueError, match="smaller than the longest pair \\(12 source \\+ target tokens\\); raise it to at least 12"
+    ):
         TokenBatchSampler([3, 5], [4, 7], max_tokens=10)
 
 
@@ -78,7 +79,9 @@ def test_the_average_of_two_known_checkpoints(tmp_path):
     save_weights(tmp_path / "checkpoint-100", first)
     save_weights(tmp_path / "checkpoint-200", second)
     averaged = average_checkpoints([tmp_path / "checkpoint-100", tmp_path / "checkpoint-200"])
-    assert torch.equal(averaged["a"], torch.tensor([2.0, 4.0])) and torch.equal(averaged["b"], torch.tensor([[1.0, 0.0]]))
+    assert torch.equal(averaged["a"], torch.tensor([2.0, 4.0])) and torch.equal(
+        averaged["b"], torch.tensor([[1.0, 0.0]])
+    )
 
 
 def test_the_last_checkpoints_must_be_evenly_spaced(tmp_path):
@@ -92,21 +95,23 @@ def test_the_last_checkpoints_must_be_evenly_spaced(tmp_path):
         last_checkpoints(tmp_path, 5)
 
 
-def small_run(demo_files, output_dir, *extra):
-    return [
-        "--shape", "tiny", "--vocab_size", "600", "--config_overrides",
-        "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64",
-        "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
-        "--output_dir", str(output_dir), "--warmup_steps", "2", "--disable_tqdm", "true",
-        "--report_to", "none", "--seed", "0", *extra,
-    ]  # fmt: skip
-
-
 def test_training_by_tokens_with_averaging_gives_the_mean_of_the_last_checkpoints(demo_files, tmp_path):
     out = tmp_path / "run"
-    recipe = ["--batch_tokens", "600", "--max_steps", "6", "--save_strategy", "steps", "--save_steps", "2",
-              "--average_checkpoints", "3", "--bf16", "true"]  # fmt: skip
-    run_ok("train.py", *small_run(demo_files, out, *recipe))
+    recipe = [
+        "--batch_tokens",
+        "600",
+        "--max_steps",
+        "6",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--average_checkpoints",
+        "3",
+        "--bf16",
+        "true",
+    ]
+    run_ok("train.py", *few_steps(demo_files, out, *recipe))
     averaged = load_file(out / "hub" / "model.safetensors")
     checkpoints = [load_file(out / f"checkpoint-{step}" / "model.safetensors") for step in (2, 4, 6)]
     for name, tensor in averaged.items():
@@ -118,13 +123,15 @@ def test_training_by_tokens_with_averaging_gives_the_mean_of_the_last_checkpoint
 
 def test_the_averaging_script_writes_a_loadable_model(demo_files, tmp_path):
     out = tmp_path / "run"
-    run_ok("train.py", *small_run(demo_files, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2"))
+    run_ok("train.py", *few_steps(demo_files, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2"))
     run_ok("average_checkpoints.py", "--run_dir", str(out), "--last", "2", "--output_dir", str(tmp_path / "averaged"))
     from transformers import AutoModelForSeq2SeqLM
 
     model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "averaged")
-    expected = (load_file(out / "checkpoint-2" / "model.safetensors")["model.encoder.embed_tokens.weight"]
-                + load_file(out / "checkpoint-4" / "model.safetensors")["model.encoder.embed_tokens.weight"]) / 2  # fmt: skip
+    expected = (
+        load_file(out / "checkpoint-2" / "model.safetensors")["model.encoder.embed_tokens.weight"]
+        + load_file(out / "checkpoint-4" / "model.safetensors")["model.encoder.embed_tokens.weight"]
+    ) / 2
     torch.testing.assert_close(model.model.encoder.embed_tokens.weight.detach(), expected)
     assert_one_line_error(
         run_script("average_checkpoints.py", "--run_dir", str(out), "--last", "3", "--output_dir", str(tmp_path / "x")),
@@ -134,13 +141,34 @@ def test_the_averaging_script_writes_a_loadable_model(demo_files, tmp_path):
 
 @pytest.mark.parametrize(
     "flags, message",
-    [(["--average_checkpoints", "3", "--save_strategy", "no"], "--average_checkpoints needs --save_strategy steps"),
-     (["--average_checkpoints", "3", "--save_strategy", "steps", "--save_steps", "4", "--max_steps", "10"], "must be a multiple of --save_steps"),
-     (["--average_checkpoints", "3", "--save_strategy", "steps", "--save_steps", "2", "--max_steps", "6", "--save_total_limit", "2"], "needs --save_total_limit 3 or more"),
-     (["--batch_tokens", "1"], "--batch_tokens must be at least 2")],
-)  # fmt: skip
+    [
+        (["--average_checkpoints", "3", "--save_strategy", "no"], "--average_checkpoints needs --save_strategy steps"),
+        (
+            ["--average_checkpoints", "3", "--save_strategy", "steps", "--save_steps", "4", "--max_steps", "10"],
+            "must be a multiple of --save_steps",
+        ),
+        (
+            [
+                "--average_checkpoints",
+                "3",
+                "--save_strategy",
+                "steps",
+                "--save_steps",
+                "2",
+                "--max_steps",
+                "6",
+                "--save_total_limit",
+                "2",
+            ],
+            "needs --save_total_limit 3 or more",
+        ),
+        (["--batch_tokens", "1"], "--batch_tokens must be at least 2"),
+    ],
+)
 def test_recipe_options_that_cannot_work_stop_the_run(demo_files, tmp_path, flags, message):
-    assert_one_line_error(run_script("train.py", *small_run(demo_files, tmp_path / "run", "--max_steps", "6", *flags)), message)
+    assert_one_line_error(
+        run_script("train.py", *few_steps(demo_files, tmp_path / "run", "--max_steps", "6", *flags)), message
+    )
 
 
 def test_translations_are_in_the_given_order_and_their_length_follows_the_source(text_model, tokenizer):
@@ -156,19 +184,36 @@ def test_translations_are_in_the_given_order_and_their_length_follows_the_source
     assert translation_length_limit(3, 64) == 16 and translation_length_limit(100, 64) == 64
 
 
-def test_decoding_settings_are_chosen_on_dev_and_written_into_the_generation_config(trained_demo_model, demo_files, tmp_path):
+def test_decoding_settings_are_chosen_on_dev_and_written_into_the_generation_config(
+    trained_demo_model, demo_files, tmp_path
+):
     folder = tmp_path / "model"
     shutil.copytree(trained_demo_model, folder)
-    arguments = ["--model", str(folder), "--source_file", str(demo_files / "validation.en"),
-                 "--reference_file", str(demo_files / "validation.ja"), "--target_lang", "ja",
-                 "--num_beams", "1", "2", "--length_penalty", "0.5", "1.5"]  # fmt: skip
+    arguments = [
+        "--model",
+        str(folder),
+        "--source_file",
+        str(demo_files / "validation.en"),
+        "--reference_file",
+        str(demo_files / "validation.ja"),
+        "--target_lang",
+        "ja",
+        "--num_beams",
+        "1",
+        "2",
+        "--length_penalty",
+        "0.5",
+        "1.5",
+    ]
     output = run_ok("tune_decoding.py", *arguments).stdout
     result = json.loads([line for line in output.splitlines() if line.startswith("{")][0])
     assert [(r["num_beams"], r["length_penalty"]) for r in result["tried"]] == [(1, 1.0), (2, 0.5), (2, 1.5)]
     best = max(result["tried"], key=lambda r: (r["bleu"], -r["seconds"]))
     generation = json.loads((folder / "generation_config.json").read_text())
-    assert (generation["num_beams"], generation.get("length_penalty", 1.0)) == (best["num_beams"], best["length_penalty"])
-
+    assert (generation["num_beams"], generation.get("length_penalty", 1.0)) == (
+        best["num_beams"],
+        best["length_penalty"],
+    )
 
     assert generation["target_lang"] == "ja"  # what training wrote stays beside the choice
 
@@ -181,7 +226,10 @@ if sys.argv[1] == "keep":
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 class Info(ctypes.Structure):  # glibc's struct mallinfo2: ten size_t
-    _fields_ = [(name, ctypes.c_size_t) for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+    ]
 libc.mallinfo2.restype = Info
 before = libc.mallinfo2().hblkhd
 buffer = libc.malloc(64 << 20)  # a 64 MiB tensor's worth
@@ -193,8 +241,14 @@ print(libc.mallinfo2().hblkhd - before)
 def test_the_allocator_keeps_freed_memory_without_restarting_the_process():
     """train.py sets glibc's thresholds in its own process (mallopt), where it used to re-execute itself: a large
     buffer then comes from the heap, which keeps it for the next step, instead of a fresh mmap that is returned."""
-    mmapped = {mode: int(subprocess.run([sys.executable, "-c", MMAPPED_BYTES, mode], capture_output=True, text=True,
-                                          check=True).stdout) for mode in ("default", "keep")}  # fmt: skip
+    mmapped = {
+        mode: int(
+            subprocess.run(
+                [sys.executable, "-c", MMAPPED_BYTES, mode], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for mode in ("default", "keep")
+    }
     assert mmapped["default"] >= 64 << 20 and mmapped["keep"] == 0
 
 

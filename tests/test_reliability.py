@@ -5,26 +5,34 @@ import json
 
 import pytest
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, Seq2SeqTrainer, pipeline
 
-from huggingface_hub.errors import StrictDataclassError
-
+from conftest import (
+    SMALL_MODEL,
+    assert_one_line_error,
+    few_steps,
+    folder_digest,
+    run_command,
+    run_script,
+    run_tool,
+    run_without_package,
+    tiny_model,
+)
 from hf_tiny_transformer import TinyTransformerConfig, TranslationPipeline, model_card, save_for_hub, train_tokenizer
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 
-from conftest import assert_one_line_error, folder_digest, run_script, run_without_package, tiny_model
-
 
 def run_ok(script: str, *arguments: str):
-    """A script run as a user runs it (a forked child), which must succeed."""
-    result = run_script(script, *arguments, timeout=300)
+    """A training script or a command run as a user runs it (a forked child), which must succeed."""
+    result = run_tool(script, *arguments, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
+
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 MASK = (SOURCE != 0).long()
-SMALL_MODEL = "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64"
 
 
 @pytest.fixture(scope="module")
@@ -39,13 +47,7 @@ def data(tmp_path_factory):
 
 
 def train_args(data, output_dir, *extra: str) -> list[str]:
-    return [
-        "--shape", "tiny", "--config_overrides", SMALL_MODEL, "--vocab_size", "400",
-        "--train_source_file", f"{data}/train.en", "--train_target_file", f"{data}/train.ja",
-        "--output_dir", str(output_dir), "--per_device_train_batch_size", "16", "--max_steps", "4",
-        "--warmup_steps", "2", "--save_strategy", "no", "--disable_tqdm", "true",
-        "--report_to", "none", "--seed", "0", *extra,
-    ]  # fmt: skip
+    return few_steps(data, output_dir, "--vocab_size", "400", *extra)
 
 
 def hub_card(model):
@@ -56,7 +58,13 @@ def hub_card(model):
 
 
 def test_item1_saving_after_the_pipeline_by_task_works(text_model, tokenizer, tmp_path):
-    pipeline("translation", model=text_model, config=text_model.config, tokenizer=tokenizer, pipeline_class=TranslationPipeline)
+    pipeline(
+        "translation",
+        model=text_model,
+        config=text_model.config,
+        tokenizer=tokenizer,
+        pipeline_class=TranslationPipeline,
+    )
     text_model.save_pretrained(tmp_path / "model")
     saved = json.loads((tmp_path / "model" / "config.json").read_text())
     assert saved["custom_pipelines"]["translation"]["pt"] == ["AutoModelForSeq2SeqLM"]
@@ -131,7 +139,14 @@ def test_item3_a_small_positional_table_with_default_lengths_trains_evaluates_an
     """max_position_embeddings 64 and every length left at its default: an untrained model translates the test
     set to the longest length the table allows, and everything is saved."""
     out = tmp_path / "run"
-    test_files = ["--test_source_file", f"{data}/test.en", "--test_target_file", f"{data}/test.ja", "--do_predict", "true"]
+    test_files = [
+        "--test_source_file",
+        f"{data}/test.en",
+        "--test_target_file",
+        f"{data}/test.ja",
+        "--do_predict",
+        "true",
+    ]
     run_ok("train.py", *train_args(data, out, *test_files))
     assert {"test_bleu", "test_chrf"} <= set(json.loads((out / "metrics.json").read_text()))
     arguments = ["--model", str(out / "hub"), "--source_file", f"{data}/test.en", "--reference_file", f"{data}/test.ja"]
@@ -145,7 +160,14 @@ def test_item3_the_model_is_saved_before_the_test_set_is_translated(data, tmp_pa
 
     monkeypatch.setattr(Seq2SeqTrainer, "predict", dies)  # in the forked child too
     out = tmp_path / "run"
-    test_files = ["--test_source_file", f"{data}/test.en", "--test_target_file", f"{data}/test.ja", "--do_predict", "true"]
+    test_files = [
+        "--test_source_file",
+        f"{data}/test.en",
+        "--test_target_file",
+        f"{data}/test.ja",
+        "--do_predict",
+        "true",
+    ]
     result = run_script("train.py", *train_args(data, out, *test_files), timeout=300)
     assert result.returncode == 1 and "killed while translating" in result.stderr
     model = AutoModelForSeq2SeqLM.from_pretrained(out / "hub")
@@ -167,7 +189,9 @@ def test_item4_overwrite_removes_the_earlier_runs_checkpoints(data, tmp_path):
     saving = ["--save_strategy", "steps", "--save_steps", "2"]
     run_ok("train.py", *train_args(data, out, *saving))
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
-    assert_one_line_error(run_script("train.py", *train_args(data, out, *saving)), "already holds a model or checkpoints")
+    assert_one_line_error(
+        run_script("train.py", *train_args(data, out, *saving)), "already holds a model or checkpoints"
+    )
     run_ok("train.py", *train_args(data, out, *saving, "--max_steps", "2", "--overwrite_output_dir", "true"))
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
 
@@ -177,7 +201,9 @@ def test_item4_a_folder_with_checkpoints_but_no_model_is_protected(data, tmp_pat
     (out / "checkpoint-6").mkdir(parents=True)
     (out / "checkpoint-6" / "trainer_state.json").write_text('{"global_step": 6}')
     before = folder_digest(out)
-    assert_one_line_error(run_script("train.py", *train_args(data, out)), f"--output_dir {out} already holds a model or checkpoints")
+    assert_one_line_error(
+        run_script("train.py", *train_args(data, out)), f"--output_dir {out} already holds a model or checkpoints"
+    )
     assert folder_digest(out) == before
 
 
@@ -187,10 +213,14 @@ def test_item4_resume_checks_the_tokenizer_and_the_shape(data, tmp_path):
     resume = ["--resume_from_checkpoint", "true", "--max_steps", "6"]
     other_shape = train_args(data, out, *resume)
     other_shape[other_shape.index(SMALL_MODEL)] = SMALL_MODEL.replace("d_model=32", "d_model=64")
-    assert_one_line_error(run_script("train.py", *other_shape), "checkpoint-4 is a different model (d_model 32 there, 64 here")
+    assert_one_line_error(
+        run_script("train.py", *other_shape), "checkpoint-4 is a different model (d_model 32 there, 64 here"
+    )
     other = train_tokenizer(["other words entirely"] * 5 + ["ほかの言葉"] * 5, vocab_size=300)
     other.save_pretrained(tmp_path / "other_tokenizer")
-    result = run_script("train.py", *train_args(data, out, *resume, "--tokenizer_name", str(tmp_path / "other_tokenizer")))
+    result = run_script(
+        "train.py", *train_args(data, out, *resume, "--tokenizer_name", str(tmp_path / "other_tokenizer"))
+    )
     assert_one_line_error(result, "checkpoint-4 was trained with another tokenizer than this run's")
 
 
@@ -253,20 +283,27 @@ def test_item7_only_the_model_files_are_uploaded(text_model, tokenizer, tmp_path
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", lambda self, *args, **kwargs: None)
     monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_token")
-    run_ok("push_to_hub.py", "--folder", str(folder), "--repo-id", "me/tiny")
+    run_ok("push-to-hub", "--folder", str(folder), "--repo_id", "me/tiny")
     assert json.loads(uploaded.read_text()) == [
-        "README.md", "config.json", "configuration_tiny_transformer.py", "generation_config.json", "model.safetensors",
-        "modeling_tiny_transformer.py", "pipeline_tiny_transformer.py", "saving_tiny_transformer.py",
-        "text_tiny_transformer.py", "tokenizer.json", "tokenizer_config.json",
-    ]  # fmt: skip
-    dry_run = run_ok("push_to_hub.py", "--folder", str(folder), "--repo-id", "me/tiny", "--dry-run")
+        "README.md",
+        "config.json",
+        "configuration_tiny_transformer.py",
+        "generation_config.json",
+        "model.safetensors",
+        "modeling_tiny_transformer.py",
+        "pipeline_tiny_transformer.py",
+        "text_tiny_transformer.py",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    dry_run = run_ok("push-to-hub", "--folder", str(folder), "--repo-id", "me/tiny", "--dry-run")
     assert "Not uploaded (3, not part of a model repository): .env, notes.txt, runs/events.out" in dry_run.stdout
 
 
 def test_item7_a_training_output_is_refused_and_its_card_has_no_local_paths(data, tmp_path):
     out = tmp_path / "run"
     run_ok("train.py", *train_args(data, out, "--save_strategy", "steps", "--save_steps", "4"))
-    result = run_script("push_to_hub.py", "--folder", str(out), "--repo-id", "me/tiny", "--dry-run")
+    result = run_command("push-to-hub", "--folder", str(out), "--repo_id", "me/tiny", "--dry_run")
     assert_one_line_error(result, "holds pickled files (checkpoint-4/optimizer.pt", "push the hub folder")
     card = (out / "hub" / "README.md").read_text()
     assert str(data) not in card and str(tmp_path) not in card and "`train.en`, `train.ja`" in card
@@ -296,9 +333,11 @@ def test_item9_config_values_are_checked_on_every_path(tmp_path, data):
 
 @pytest.mark.parametrize(
     "steps, message",
-    [(["--max_steps", "0"], "--max_steps must be positive"),
-     (["--max_steps", "-1", "--num_train_epochs", "0"], "--num_train_epochs must be positive")],
-)  # fmt: skip
+    [
+        (["--max_steps", "0"], "--max_steps must be positive"),
+        (["--max_steps", "-1", "--num_train_epochs", "0"], "--num_train_epochs must be positive"),
+    ],
+)
 def test_item10_no_training_step_is_an_error(data, tmp_path, steps, message):
     result = run_script("train.py", *train_args(data, tmp_path / "run", *steps))
     assert_one_line_error(result, message)

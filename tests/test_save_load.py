@@ -10,10 +10,9 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 import hf_tiny_transformer
+from conftest import MODEL_FOLDER_FILES, run_without_package
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, TinyTransformerModel
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
-
-from conftest import MODEL_FOLDER_FILES, run_without_package
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 MASK = (SOURCE != 0).long()
@@ -64,7 +63,9 @@ def test_device_map_auto_loads_on_cpu(model, tmp_path):
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, device_map="auto").eval()
     assert loaded.device.type == "cpu"
     expected = model(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).logits
-    torch.testing.assert_close(loaded(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).logits, expected)
+    torch.testing.assert_close(
+        loaded(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).logits, expected
+    )
 
 
 REMOTE_SCRIPT = textwrap.dedent(

@@ -1,5 +1,5 @@
-"""All-or-nothing saving (hf_tiny_transformer/saving_tiny_transformer.py): a killed or failed save leaves the old files or the new
-ones, never a mix; other files in a saved folder stay; leftovers are cleaned up; permissions are the usual ones; and
+"""All-or-nothing saving (hf_tiny_transformer/saving.py): a killed or failed save leaves the old files or the new ones,
+never a mix; other files in a saved folder stay; leftovers are cleaned up; permissions are the usual ones; and
 a command's output path is checked before any work."""
 
 import ctypes
@@ -18,8 +18,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from hf_tiny_transformer import saving_tiny_transformer as saving
-from hf_tiny_transformer.saving_tiny_transformer import replaced_file, staged_folder, write_atomically
+from hf_tiny_transformer import saving
+from hf_tiny_transformer.saving import replaced_file, staged_folder, write_atomically
 
 # Two saves of one model folder; every file carries its version. The old save's weights were sharded.
 OLD = {

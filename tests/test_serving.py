@@ -8,12 +8,21 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_tiny_transformer.hardware import ctranslate2_compute_type
+from conftest import (
+    AVX2,
+    FAKED_CPU,
+    ROOT,
+    assert_one_line_error,
+    fake_cpuinfo,
+    folder_digest,
+    run_command,
+    run_script,
+    tiny_config,
+)
+from hf_tiny_transformer import hardware
 from hf_tiny_transformer.marian import marian_of_the_same_shape
 from hf_tiny_transformer.serving import ctranslate2 as serving_ctranslate2
 from hf_tiny_transformer.serving.ctranslate2 import CTranslate2Translator, export_ctranslate2
-
-from conftest import ROOT, assert_one_line_error, folder_digest, run_script, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +32,10 @@ def exports(trained_demo_model, tmp_path_factory):
     tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
     folder = tmp_path_factory.mktemp("exports")
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    paths = {quantization: export_ctranslate2(model, tokenizer, folder / quantization, quantization=quantization)
-             for quantization in ("float32", "int8")}  # fmt: skip
+    paths = {
+        quantization: export_ctranslate2(model, tokenizer, folder / quantization, quantization=quantization)
+        for quantization in ("float32", "int8")
+    }
     for name, tensor in model.state_dict().items():  # the int8 export quantized copies, not the model
         assert torch.equal(tensor, before[name]), name
     return model, tokenizer, paths
@@ -40,7 +51,9 @@ def test_the_float32_export_gives_the_tokens_of_generate(exports, demo_files):
             encoded = tokenizer(source, return_tensors="pt")
             expected = model.generate(**encoded, num_beams=beams, max_new_tokens=40)[0, 1:].tolist()
             expected = [token for token in expected if token not in (0, 2)]  # without padding and </s>
-            result = translator.translator.translate_batch([tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])], beam_size=beams, max_decoding_length=40)
+            result = translator.translator.translate_batch(
+                [tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])], beam_size=beams, max_decoding_length=40
+            )
             assert tokenizer.convert_tokens_to_ids(result[0].hypotheses[0]) == expected, (beams, source)
 
 
@@ -57,10 +70,13 @@ def test_int8_is_within_two_points_of_float32_in_exact_matches(exports, demo_fil
     assert json.loads((paths["int8"] / "hf_tiny_transformer.json").read_text())["quantization"] == "int8"
 
 
-def test_the_translator_has_the_pipelines_shape(exports):
+def test_the_translator_has_the_pipelines_shape(exports, monkeypatch, tmp_path):
     _, _, paths = exports
+    monkeypatch.setattr(hardware, "CPUINFO", str(fake_cpuinfo(tmp_path, AVX2)))
+    assert CTranslate2Translator(paths["float32"]).compute_type == "int8"  # "auto" on an AVX2 CPU
+    monkeypatch.setattr(hardware, "CPUINFO", str(fake_cpuinfo(tmp_path, frozenset({"sse2"}))))
     translate = CTranslate2Translator(paths["float32"])
-    assert translate.compute_type == ctranslate2_compute_type("cpu").compute_type  # "auto": this machine's choice
+    assert translate.compute_type == "float32"  # "auto" on a CPU without AVX2
     single = translate("I like cake.")
     assert isinstance(single, list) and set(single[0]) == {"translation_text"} and single[0]["translation_text"]
     many = translate(["I like cake.", "Tom eats bread."], num_beams=2, batch_size=1)
@@ -68,7 +84,12 @@ def test_the_translator_has_the_pipelines_shape(exports):
     assert translate(["", "I like cake."]) == [{"translation_text": ""}, single[0]]
     with pytest.raises(TypeError, match="text must be a string or a list of strings"):
         translate(42)
-    for setting, value in (("num_beams", 0), ("batch_size", 0), ("max_new_tokens", 1.5), ("length_penalty", float("nan"))):
+    for setting, value in (
+        ("num_beams", 0),
+        ("batch_size", 0),
+        ("max_new_tokens", 1.5),
+        ("length_penalty", float("nan")),
+    ):
         with pytest.raises(ValueError, match=setting):
             translate("I like cake.", **{setting: value})
 
@@ -102,21 +123,24 @@ def test_exporting_another_model_is_an_error_and_an_export_replaces_a_folder_who
 def test_the_export_script_refuses_used_folders_and_other_models(trained_demo_model, tmp_path):
     model_before = folder_digest(trained_demo_model)
     ct2 = tmp_path / "ct2"
-    result = run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(ct2), "--quantization", "int8")
+    result = run_command(
+        "export-ctranslate2", "--model", str(trained_demo_model), "--output_dir", str(ct2), "--quantization", "int8"
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((ct2 / "hf_tiny_transformer.json").read_text())["quantization"] == "int8"
     export = folder_digest(ct2)
     assert_one_line_error(
-        run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(ct2)),
-        f"--output_dir {ct2} already holds a model", "pass --overwrite",
-    )  # fmt: skip
+        run_command("export-ctranslate2", "--model", str(trained_demo_model), "--output_dir", str(ct2)),
+        f"--output_dir {ct2} already holds a model",
+        "pass --overwrite",
+    )
     assert folder_digest(ct2) == export
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine\n")
     mine_before = folder_digest(mine)
     assert_one_line_error(
-        run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(mine)),
+        run_command("export-ctranslate2", "--model", str(trained_demo_model), "--output_dir", str(mine)),
         f"--output_dir {mine} is not empty; pass --overwrite",
     )
     assert folder_digest(mine) == mine_before
@@ -126,40 +150,66 @@ def test_the_export_script_refuses_used_folders_and_other_models(trained_demo_mo
         (trained_demo_model / "ct2", f"lies inside the input folder {trained_demo_model}"),
     ):
         assert_one_line_error(
-            run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(inside), "--overwrite"),
+            run_command(
+                "export-ctranslate2", "--model", str(trained_demo_model), "--output_dir", str(inside), "--overwrite"
+            ),
             f"--output_dir {inside} {problem}",
-        )  # fmt: skip
+        )
     assert folder_digest(trained_demo_model) == model_before
-    result = run_script("export_ctranslate2.py", "--model", str(trained_demo_model), "--output_dir", str(ct2), "--overwrite")
+    result = run_command(
+        "export-ctranslate2", "--model", str(trained_demo_model), "--output_dir", str(ct2), "--overwrite"
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((ct2 / "hf_tiny_transformer.json").read_text())["quantization"] == "float32"
     marian = tmp_path / "marian"
     marian_of_the_same_shape(tiny_config(vocab_size=600)).save_pretrained(marian)
     AutoTokenizer.from_pretrained(trained_demo_model).save_pretrained(marian)
     assert_one_line_error(
-        run_script("export_ctranslate2.py", "--model", str(marian), "--output_dir", str(tmp_path / "m")),
+        run_command("export-ctranslate2", "--model", str(marian), "--output_dir", str(tmp_path / "m")),
         "exports hf-tiny-transformer models, not MarianMTModel",
     )
     assert not (tmp_path / "m").exists()
 
 
-def test_evaluation_with_the_engine(exports, trained_demo_model, demo_files):
+def test_evaluation_with_the_engine(exports, trained_demo_model, demo_files, tmp_path):
     _, _, paths = exports
-    arguments = ["--engine", "ctranslate2", "--model", str(paths["int8"]), "--source_file", str(demo_files / "validation.en"),
-                 "--reference_file", str(demo_files / "validation.ja"), "--target_lang", "ja", "--num_beams", "1", "--device", "cpu"]  # fmt: skip
-    # a fresh process, not a fork: this one has run CTranslate2's thread pools already
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), *arguments], capture_output=True, text=True, timeout=300)
+    arguments = [
+        "--engine",
+        "ctranslate2",
+        "--model",
+        str(paths["int8"]),
+        "--source_file",
+        str(demo_files / "validation.en"),
+        "--reference_file",
+        str(demo_files / "validation.ja"),
+        "--target_lang",
+        "ja",
+        "--num_beams",
+        "1",
+        "--device",
+        "cpu",
+    ]
+    # fresh processes, not forks (this one has run CTranslate2's thread pools already), on an AVX2 CPU
+    evaluate = [
+        sys.executable,
+        "-c",
+        FAKED_CPU,
+        str(fake_cpuinfo(tmp_path, AVX2)),
+        str(ROOT / "training" / "evaluate_model.py"),
+    ]
+    result = subprocess.run([*evaluate, *arguments], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     scores = json.loads(result.stdout.strip().splitlines()[-1])
     assert scores["sentences"] == 40 and scores["exact_match"] > 50, scores
-    assert scores["compute_type"] == ctranslate2_compute_type("cpu").compute_type  # auto: this machine's choice
-    as_float32 = [*arguments, "--compute_type", "float32"]
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), *as_float32], capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout.strip().splitlines()[-1])["compute_type"] == "float32", result.stderr[-3000:]
-    assert_one_line_error(
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), *arguments, "--compute_type", "int3"], capture_output=True, text=True, timeout=300),
-        "int3",
+    assert (scores["engine"], scores["compute_type"]) == ("ctranslate2", "int8")  # auto, on AVX2
+    result = subprocess.run(
+        [*evaluate, *arguments, "--compute_type", "float32"], capture_output=True, text=True, timeout=300
     )
+    assert json.loads(result.stdout.strip().splitlines()[-1])["compute_type"] == "float32", result.stderr[-3000:]
+    result = subprocess.run(
+        [*evaluate, *arguments, "--compute_type", "int3"], capture_output=True, text=True, timeout=300
+    )
+    assert_one_line_error(result, f"--engine ctranslate2 --model {paths['int8']}: ", "compute type")
     assert_one_line_error(
         run_script("evaluate_model.py", *arguments[:3], str(trained_demo_model), *arguments[4:]),
         "is not a folder written by export_ctranslate2",

@@ -63,7 +63,7 @@ def test_sentences_split_the_hard_cases(lang, text, expected):
     [(lang, text) for lang, text, _ in SPLIT_CASES] + [("en", "  Two  spaces.  Here.  \t"), ("ja", "\u3000前。 後。")],
 )
 def test_sentences_give_back_the_text_exactly(lang, text):
-    """Every sentence keeps its trailing whitespace, so the plain concatenation is the input, character for character."""
+    """Every sentence keeps its trailing whitespace: their plain concatenation is the input, character for character."""
     assert "".join(sentences(text, lang)) == text
 
 
@@ -135,7 +135,9 @@ def test_a_line_is_cut_into_its_sentences_even_when_it_fits(monkeypatch):
     text = "Hello there. How are you?"
     assert segments(text, "en", len, max_tokens=len(text)) == [Segment("Hello there.", 0), Segment("How are you?", 0)]
     assert segments("How are you?", "en", len, max_tokens=50) == [Segment("How are you?", 0)]
-    monkeypatch.setitem(sys.modules, "sentencex", None)  # a remote-code user without sentencex: a line that fits goes whole
+    monkeypatch.setitem(
+        sys.modules, "sentencex", None
+    )  # a remote-code user without sentencex: a line that fits goes whole
     assert segments(text, "en", len, max_tokens=len(text)) == [Segment(text, 0)]
     with pytest.raises(ImportError, match="pip install sentencex"):
         segments(text, "en", len, max_tokens=len(text) - 1)
@@ -152,7 +154,10 @@ def test_segments_of_a_japanese_text():
         Segment("短い。", 3),
     ]
     assert join([piece.text for piece in pieces], pieces, "ja") == text
-    assert join(["He said.", "Then.", "Sunny.", "Rain!", "Short."], pieces, "en") == "He said. Then.\n\nSunny. Rain!\n\n\nShort."
+    assert (
+        join(["He said.", "Then.", "Sunny.", "Rain!", "Short."], pieces, "en")
+        == "He said. Then.\n\nSunny. Rain!\n\n\nShort."
+    )
 
 
 def test_surrounding_blank_lines_and_indentation_are_dropped():

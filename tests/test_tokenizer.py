@@ -5,13 +5,17 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from hf_tiny_transformer.data.tokenizer import SMALLEST_VOCAB_SIZE, lowercases, train_tokenizer
-
 from conftest import ENGLISH, JAPANESE, run_without_package
+from hf_tiny_transformer.data.tokenizer import SMALLEST_VOCAB_SIZE, lowercases, train_tokenizer
 
 
 def test_special_tokens_match_the_model_config(tokenizer):
-    assert [tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id] == [0, 1, 2, 3]
+    assert [tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id] == [
+        0,
+        1,
+        2,
+        3,
+    ]
     assert tokenizer.convert_ids_to_tokens([0, 1, 2, 3]) == ["<pad>", "<s>", "</s>", "<unk>"]
     assert len(tokenizer) <= 1000
 
@@ -104,7 +108,9 @@ def test_autotokenizer_in_a_fresh_process_without_the_package(tokenizer, tmp_pat
 
 def test_vocab_size_smaller_than_the_special_tokens_is_an_error():
     assert SMALLEST_VOCAB_SIZE == 261  # 4 special tokens, 256 byte pieces, one learned piece
-    with pytest.raises(ValueError, match="vocab_size \\(3\\) must be at least 261: the 4 special tokens and the 256 byte pieces"):
+    with pytest.raises(
+        ValueError, match="vocab_size \\(3\\) must be at least 261: the 4 special tokens and the 256 byte pieces"
+    ):
         train_tokenizer(ENGLISH, vocab_size=3)
     with pytest.raises(ValueError, match="vocab_size \\(260\\) must be at least 261"):
         train_tokenizer(ENGLISH, vocab_size=SMALLEST_VOCAB_SIZE - 1)

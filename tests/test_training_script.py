@@ -1,4 +1,4 @@
-"""scripts/train.py and scripts/evaluate_model.py: data sources, recipes, the model card, faults, resume, torchrun,
+"""training/train.py and training/evaluate_model.py: data sources, recipes, the model card, faults, resume, torchrun,
 time budgets, learning. The scripts run as a user runs them (a forked child for short runs, a fresh process else)."""
 
 import json
@@ -13,43 +13,20 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from conftest import AVX2, HUB_FOLDER_FILES, fake_cpuinfo, few_steps, run_script
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 from hf_tiny_transformer.marian import marian_of_the_same_shape
 from hf_tiny_transformer.training.arguments import parse_arguments
 
-from conftest import AVX2, fake_cpuinfo, run_script
-
 ROOT = Path(__file__).resolve().parents[1]
 
-SMALL_MODEL = "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64"
 
-
-def quick_args(data: Path | None, output_dir: Path, *extra: str) -> list[str]:
-    """A few steps of a very small model: enough to exercise the script. data=None: pass the data in extra."""
-    data_flags = ["--train_source_file", f"{data}/train.en", "--train_target_file", f"{data}/train.ja"] if data else []
-    return [
-        "--shape", "tiny",
-        "--config_overrides", SMALL_MODEL,
-        "--vocab_size", "600",
-        *data_flags,
-        "--output_dir", str(output_dir),
-        "--per_device_train_batch_size", "16",
-        "--max_steps", "4",
-        "--warmup_steps", "2",
-        "--save_strategy", "no",
-       
-        "--disable_tqdm", "true",
-        "--seed", "0",
-        *extra,
-    ]
-
-
-def train(arguments: list[str]) -> int:
-    """train.py run in a forked child; its exit status (the output is shown when it fails)."""
+def train(arguments: list[str]):
+    """train.py run in a forked child, which must succeed (the output is shown when it does not); its result."""
     result = run_script("train.py", *arguments, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.returncode
+    return result
 
 
 def test_defaults_follow_the_papers_recipe(tmp_path):
@@ -61,8 +38,18 @@ def test_defaults_follow_the_papers_recipe(tmp_path):
 
 def test_a_json_recipe_holds_the_flags_and_later_flags_override_it(tmp_path):
     recipe = tmp_path / "recipe.json"
-    recipe.write_text(json.dumps({"shape": "tiny", "output_dir": str(tmp_path / "out"), "max_steps": 7, "report_to": ["none"],
-                                  "lowercase": True, "batch_tokens": 512}))  # fmt: skip
+    recipe.write_text(
+        json.dumps(
+            {
+                "shape": "tiny",
+                "output_dir": str(tmp_path / "out"),
+                "max_steps": 7,
+                "report_to": ["none"],
+                "lowercase": True,
+                "batch_tokens": 512,
+            }
+        )
+    )
     model_args, _, args = parse_arguments([str(recipe), "--max_steps", "9"])
     assert model_args.shape == "tiny" and args.max_steps == 9 and args.output_dir == str(tmp_path / "out")
     assert model_args.lowercase is True and args.batch_tokens == 512
@@ -71,7 +58,7 @@ def test_a_json_recipe_holds_the_flags_and_later_flags_override_it(tmp_path):
 def test_the_projects_recipes_force_no_device_precision_or_overwrite(tmp_path):
     """The recipes run where the hardware says (a GPU where there is one: tests/test_precision.py) and never replace
     a user's run (that is asked on the command line)."""
-    for recipe in sorted((ROOT / "recipes").glob("*.json")):
+    for recipe in sorted((ROOT / "training" / "recipes").glob("*.json")):
         flags = json.loads(recipe.read_text())
         assert not {"use_cpu", "precision", "bf16", "attn_implementation", "overwrite_output_dir"} & set(flags), recipe
         _, _, args = parse_arguments([str(recipe), "--output_dir", str(tmp_path / recipe.stem)])
@@ -80,26 +67,33 @@ def test_the_projects_recipes_force_no_device_precision_or_overwrite(tmp_path):
 
 def test_training_writes_a_hub_folder_with_test_metrics_in_its_card(demo_files, tmp_path):
     out = tmp_path / "run"
-    code = train(
-        quick_args(
+    train(
+        few_steps(
             demo_files,
             out,
-            "--validation_source_file", str(demo_files / "validation.en"),
-            "--validation_target_file", str(demo_files / "validation.ja"),
-            "--test_source_file", str(demo_files / "validation.en"),
-            "--test_target_file", str(demo_files / "validation.ja"),
-            "--eval_strategy", "steps",
-            "--eval_steps", "4",
-            "--generation_max_length", "16",
-            "--do_predict", "true",
+            "--validation_source_file",
+            str(demo_files / "validation.en"),
+            "--validation_target_file",
+            str(demo_files / "validation.ja"),
+            "--test_source_file",
+            str(demo_files / "validation.en"),
+            "--test_target_file",
+            str(demo_files / "validation.ja"),
+            "--eval_strategy",
+            "steps",
+            "--eval_steps",
+            "4",
+            "--generation_max_length",
+            "16",
+            "--do_predict",
+            "true",
         )
     )
-    assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert {"test_bleu", "test_chrf", "train_steps"} <= set(metrics) and metrics["train_steps"] == 4
     card = (out / "hub" / "README.md").read_text()
     assert "pipeline_tag: translation" in card and "| bleu |" in card and "- Steps: 4 in" in card
-    assert {"model.safetensors", "tokenizer.json", "pipeline_tiny_transformer.py"} <= {p.name for p in (out / "hub").iterdir()}
+    assert {path.name for path in (out / "hub").iterdir()} == HUB_FOLDER_FILES
     assert not list((out / "hub").glob("*.bin"))
 
 
@@ -109,35 +103,39 @@ def test_json_lines_and_datasets_sources(demo_files, tmp_path):
     data = tmp_path / "jsonl"
     data.mkdir()
     (data / "train.jsonl").write_text("\n".join(records) + "\n", encoding="utf-8")
-    assert train(quick_args(None, tmp_path / "a", "--train_file", str(data / "train.jsonl"))) == 0
-    assert train(quick_args(None, tmp_path / "b", "--dataset_name", str(data))) == 0
-    assert train(quick_args(None, tmp_path / "c", "--train_file", str(data / "train.jsonl"), "--streaming", "true")) == 0
-    for run in "abc":
-        assert (tmp_path / run / "hub" / "model.safetensors").is_file()
+    json_lines = train(few_steps(None, tmp_path / "a", "--train_file", str(data / "train.jsonl")))
+    dataset = train(few_steps(None, tmp_path / "b", "--dataset_name", str(data)))
+    streamed = train(few_steps(None, tmp_path / "c", "--train_file", str(data / "train.jsonl"), "--streaming", "true"))
+    assert "data: {'train': 64}" in json_lines.stderr and "data: {'train': 64}" in dataset.stderr
+    assert "data: {'train': 'a stream'}" in streamed.stderr
 
 
 def test_fine_tuning_a_saved_model_and_training_from_a_config(demo_files, tmp_path):
     first = tmp_path / "first"
-    assert train(quick_args(demo_files, first)) == 0
+    train(few_steps(demo_files, first))
     data = ["--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja")]
     common = ["--max_steps", "2", "--save_strategy", "no", "--disable_tqdm", "true", *data]
     tuned = tmp_path / "tuned"
-    assert train(["--model_name_or_path", str(first / "hub"), "--output_dir", str(tuned), *common]) == 0
+    train(["--model_name_or_path", str(first / "hub"), "--output_dir", str(tuned), *common])
     assert not (tuned / "tokenizer").exists()  # the model's own tokenizer, not a new one
     assert (tuned / "hub" / "tokenizer.json").read_text() == (first / "hub" / "tokenizer.json").read_text()
     before, after = load_file(first / "hub" / "model.safetensors"), load_file(tuned / "hub" / "model.safetensors")
     assert before.keys() == after.keys() and any(not torch.equal(before[k], after[k]) for k in before)
     scratch = tmp_path / "scratch"
     args = ["--config_name", str(first / "hub"), "--tokenizer_name", str(first / "hub"), "--output_dir", str(scratch)]
-    assert train(args + common) == 0
+    train(args + common)
     assert json.loads((scratch / "hub" / "config.json").read_text())["d_model"] == 32
 
 
 def run_train_py(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     """train.py in a fresh process, as a user runs it."""
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "train.py"), *args],
-        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, **kwargs,
+        [sys.executable, str(ROOT / "training" / "train.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+        **kwargs,
     )
 
 
@@ -146,21 +144,30 @@ def test_an_output_dir_holding_a_model_is_not_overwritten(demo_files, tmp_path):
     (out / "hub").mkdir(parents=True)
     (out / "hub" / "model.safetensors").write_bytes(b"precious")
     (out / "hub" / "config.json").write_text("{}")
-    result = run_script("train.py", *quick_args(demo_files, out))
-    assert result.returncode == 2 and "already holds a model or checkpoints; pass --resume_from_checkpoint true" in result.stderr
+    result = run_script("train.py", *few_steps(demo_files, out))
+    assert (
+        result.returncode == 2
+        and "already holds a model or checkpoints; pass --resume_from_checkpoint true" in result.stderr
+    )
     assert (out / "hub" / "model.safetensors").read_bytes() == b"precious"
 
 
 def test_a_run_killed_mid_training_resumes_to_the_same_parameters(demo_files, tmp_path):
     steps = ["--max_steps", "24", "--save_strategy", "steps", "--save_steps", "8", "--learning_rate", "0.003"]
     full = tmp_path / "full"
-    assert run_train_py(quick_args(demo_files, full, *steps)).returncode == 0
+    assert run_train_py(few_steps(demo_files, full, *steps)).returncode == 0
 
     killed = tmp_path / "killed"
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "train.py"), *quick_args(demo_files, killed, *steps),
-         "--dataloader_num_workers", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            str(ROOT / "training" / "train.py"),
+            *few_steps(demo_files, killed, *steps),
+            "--dataloader_num_workers",
+            "0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 300
     while not (killed / "checkpoint-8" / "trainer_state.json").exists() and time.time() < deadline:
@@ -170,7 +177,9 @@ def test_a_run_killed_mid_training_resumes_to_the_same_parameters(demo_files, tm
     process.wait()
     assert not (killed / "hub").exists(), "the run must have been killed before it finished"
 
-    resumed = run_train_py(quick_args(demo_files, killed, *steps, "--resume_from_checkpoint", "true", "--log_level", "info"))
+    resumed = run_train_py(
+        few_steps(demo_files, killed, *steps, "--resume_from_checkpoint", "true", "--log_level", "info")
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert re.search(r"Resuming training from checkpoint with epoch \d+ and global step (8|16)", resumed.stderr)
     expected = load_file(full / "hub" / "model.safetensors")
@@ -185,9 +194,22 @@ def test_torchrun_with_two_processes(demo_files, tmp_path):
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-         str(ROOT / "scripts" / "train.py"), *quick_args(demo_files, out, "--ddp_backend", "gloo", "--batch_tokens", "800")],
-        capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            "29533",
+            str(ROOT / "training" / "train.py"),
+            *few_steps(demo_files, out, "--ddp_backend", "gloo", "--batch_tokens", "800"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     log = result.stdout + result.stderr
@@ -198,10 +220,22 @@ def test_torchrun_with_two_processes(demo_files, tmp_path):
 def test_the_demo_model_learns_held_out_combinations(trained_demo_model, demo_files):
     """A smaller version of `make demo`: held-out exact match far above chance (which is about 0)."""
     result = run_script(
-        "evaluate_model.py", "--model", str(trained_demo_model), "--source_file", str(demo_files / "test.en"),
-        "--reference_file", str(demo_files / "test.ja"), "--target_lang", "ja", "--num_beams", "1",
-        "--batch_size", "64", "--min_exact_match", "40",
-    )  # fmt: skip
+        "evaluate_model.py",
+        "--model",
+        str(trained_demo_model),
+        "--source_file",
+        str(demo_files / "test.en"),
+        "--reference_file",
+        str(demo_files / "test.ja"),
+        "--target_lang",
+        "ja",
+        "--num_beams",
+        "1",
+        "--batch_size",
+        "64",
+        "--min_exact_match",
+        "40",
+    )
     scores = json.loads(result.stdout.strip().splitlines()[-1])
     assert result.returncode == 0, scores
     assert scores["exact_match"] >= 40 and scores["bleu"] > 50
@@ -214,16 +248,34 @@ def test_marian_of_the_same_shape_trains_with_the_same_script(demo_files, tmp_pa
     trainable = sum(p.numel() for p in marian.parameters() if p.requires_grad)
     assert trainable == ours.num_parameters()  # the same shape; Marian also stores its sinusoids as weights
     out = tmp_path / "marian"
-    assert train(quick_args(demo_files, out, "--architecture", "marian")) == 0
+    train(few_steps(demo_files, out, "--architecture", "marian"))
     assert json.loads((out / "hub" / "config.json").read_text())["model_type"] == "marian"
 
 
 def test_the_model_card_states_the_recipe_that_ran(demo_files, tmp_path):
     """Label smoothing, batches by tokens, steps, averaging, precision: each line of the card from the run's flags."""
     out = tmp_path / "run"
-    flags = ["--batch_tokens", "600", "--label_smoothing_factor", "0.2", "--max_steps", "6", "--save_strategy", "steps",
-             "--save_steps", "2", "--average_checkpoints", "3", "--learning_rate", "0.0015", "--gradient_accumulation_steps", "2"]  # fmt: skip
-    result = run_script("train.py", *quick_args(demo_files, out, *flags), cpuinfo=fake_cpuinfo(tmp_path, AVX2), timeout=300)
+    flags = [
+        "--batch_tokens",
+        "600",
+        "--label_smoothing_factor",
+        "0.2",
+        "--max_steps",
+        "6",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--average_checkpoints",
+        "3",
+        "--learning_rate",
+        "0.0015",
+        "--gradient_accumulation_steps",
+        "2",
+    ]
+    result = run_script(
+        "train.py", *few_steps(demo_files, out, *flags), cpuinfo=fake_cpuinfo(tmp_path, AVX2), timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     card = (out / "hub" / "README.md").read_text()
     metrics = json.loads((out / "metrics.json").read_text())
@@ -246,10 +298,24 @@ def test_the_model_card_states_the_recipe_that_ran(demo_files, tmp_path):
 def test_a_time_budget_fixes_the_steps_and_the_same_run_repeats_with_max_steps(demo_files, tmp_path):
     """The run measures its speed, fixes max_steps to end within the budget (whole checkpoint intervals), and records
     the number; --max_steps N repeats it exactly."""
-    budget = ["--max_steps", "-1", "--time_budget_minutes", "0.5", "--warmup_steps", "400", "--save_strategy", "steps",
-              "--save_steps", "5", "--average_checkpoints", "2", "--save_total_limit", "2"]  # fmt: skip
+    budget = [
+        "--max_steps",
+        "-1",
+        "--time_budget_minutes",
+        "0.5",
+        "--warmup_steps",
+        "400",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "5",
+        "--average_checkpoints",
+        "2",
+        "--save_total_limit",
+        "2",
+    ]
     start = time.monotonic()
-    assert train(quick_args(demo_files, tmp_path / "budget", *budget)) == 0
+    train(few_steps(demo_files, tmp_path / "budget", *budget))
     assert time.monotonic() - start < 40
     metrics = json.loads((tmp_path / "budget" / "metrics.json").read_text())
     steps = metrics["train_steps"]
@@ -258,7 +324,7 @@ def test_a_time_budget_fixes_the_steps_and_the_same_run_repeats_with_max_steps(d
     mode = ["--precision", metrics["precision"], "--attn_implementation", metrics["attention"]]
     assert f"(repeat with --max_steps {steps} {' '.join(mode)})" in card
     repeat = [flag if flag != "-1" else str(steps) for flag in budget] + mode
-    assert train(quick_args(demo_files, tmp_path / "repeat", *repeat)) == 0
+    train(few_steps(demo_files, tmp_path / "repeat", *repeat))
     first, second = (load_file(tmp_path / run / "hub" / "model.safetensors") for run in ("budget", "repeat"))
     for name in first:
         torch.testing.assert_close(second[name], first[name], msg=name)

@@ -7,18 +7,17 @@ import os
 import pty
 import shutil
 import socket
-import subprocess
 import struct
+import subprocess
 import sys
 import termios
 from pathlib import Path
 
 import pytest
 
+from conftest import ROOT, TINY_TRANSFORMER, few_steps, run_without_package
 from hf_tiny_transformer import model_card, save_for_hub
 from hf_tiny_transformer.serving.translator import TransformersTranslator
-
-from conftest import ROOT, run_without_package
 
 
 def run_in_terminal(arguments: list[str], timeout: float = 300) -> str:
@@ -45,14 +44,9 @@ def run_in_terminal(arguments: list[str], timeout: float = 300) -> str:
 
 
 def small_training(demo_files, output_dir, *extra: str) -> list[str]:
-    return [
-        sys.executable, str(ROOT / "scripts" / "train.py"),
-        "--shape", "tiny", "--vocab_size", "600", "--config_overrides",
-        "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,max_position_embeddings=64",
-        "--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja"),
-        "--output_dir", str(output_dir), "--max_steps", "8", "--logging_steps", "4", "--warmup_steps", "2",
-        "--save_strategy", "no", "--report_to", "none", *extra,
-    ]  # fmt: skip
+    """train.py's command line for 8 steps of the small model, a logging line every 4."""
+    flags = few_steps(demo_files, output_dir, "--max_steps", "8", "--logging_steps", "4", *extra)
+    return [sys.executable, str(ROOT / "training" / "train.py"), *[flag for flag in flags if flag != "--disable_tqdm"]]
 
 
 def test_training_at_a_terminal_shows_a_progress_bar_with_elapsed_time_and_eta(demo_files, tmp_path):
@@ -64,7 +58,9 @@ def test_training_at_a_terminal_shows_a_progress_bar_with_elapsed_time_and_eta(d
 def test_training_into_a_log_file_writes_progress_lines_not_bars(demo_files, tmp_path):
     log = tmp_path / "train.log"
     with open(log, "w") as file:
-        result = subprocess.run(small_training(demo_files, tmp_path / "run"), stdout=file, stderr=subprocess.STDOUT, cwd=ROOT)
+        result = subprocess.run(
+            small_training(demo_files, tmp_path / "run"), stdout=file, stderr=subprocess.STDOUT, cwd=ROOT
+        )
     text = log.read_text()
     assert result.returncode == 0, text[-3000:]
     assert "\r" not in text
@@ -72,9 +68,20 @@ def test_training_into_a_log_file_writes_progress_lines_not_bars(demo_files, tmp
 
 
 def test_evaluation_shows_a_bar_over_sentences_only_at_a_terminal(trained_demo_model, demo_files, tmp_path):
-    arguments = [sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), "--model", str(trained_demo_model),
-                 "--source_file", str(demo_files / "validation.en"), "--reference_file", str(demo_files / "validation.ja"),
-                 "--num_beams", "1", "--batch_size", "8"]  # fmt: skip
+    arguments = [
+        sys.executable,
+        str(ROOT / "training" / "evaluate_model.py"),
+        "--model",
+        str(trained_demo_model),
+        "--source_file",
+        str(demo_files / "validation.en"),
+        "--reference_file",
+        str(demo_files / "validation.ja"),
+        "--num_beams",
+        "1",
+        "--batch_size",
+        "8",
+    ]
     at_terminal = run_in_terminal(arguments)
     assert "translating" in at_terminal and "/40 [" in at_terminal and "sentences/s]" in at_terminal
     to_file = subprocess.run(arguments, capture_output=True, text=True, cwd=ROOT)
@@ -82,15 +89,21 @@ def test_evaluation_shows_a_bar_over_sentences_only_at_a_terminal(trained_demo_m
 
 
 def translate_py(*arguments: str, input: str | None = None) -> subprocess.CompletedProcess:
-    """scripts/translate.py in a fresh process, standard input given (or none)."""
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "translate.py"), *arguments], input=input or "",
-                            capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    """`tiny-transformer translate` in a fresh process, standard input given (or none)."""
+    result = subprocess.run(
+        [TINY_TRANSFORMER, "translate", *arguments],
+        input=input or "",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result
 
 
 def test_translate_arguments_and_standard_input(trained_demo_model, demo_files):
-    from hf_tiny_transformer.serving.translator import load_translator
+    from hf_tiny_transformer.serving.engines import load_translator
 
     sentences = (demo_files / "validation.en").read_text(encoding="utf-8").splitlines()[:5]
     expected = load_translator(str(trained_demo_model)).translate(sentences)
@@ -105,9 +118,19 @@ def test_translate_arguments_and_standard_input(trained_demo_model, demo_files):
 def test_translate_reads_a_pipe_line_by_line(trained_demo_model, demo_files):
     sentences = (demo_files / "test.en").read_text(encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "translate.py"), "--model", str(trained_demo_model), "--batch_size", "16"],
-        input=sentences, capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
+        [
+            TINY_TRANSFORMER,
+            "translate",
+            "--model",
+            str(trained_demo_model),
+            "--batch_size",
+            "16",
+        ],
+        input=sentences,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     assert len(lines) == len(sentences.splitlines()) == 187 and all(lines)
@@ -124,8 +147,8 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def demo_page(trained_demo_model):
     """The demo page of the trained demo model, running on a free local port."""
-    from hf_tiny_transformer.cli import load_model_folder
     from hf_tiny_transformer.demo.app import build_app
+    from hf_tiny_transformer.loading import load_model_folder
 
     model, tokenizer = load_model_folder(str(trained_demo_model))
     app = build_app(model, tokenizer, ["I eat cake."])
@@ -168,13 +191,18 @@ def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo
     card = model_card(model, source_lang="en", target_lang="ja", training_data="the demo corpus")
     save_for_hub(model, tokenizer, tmp_path / "hub", card, space_folder=tmp_path / "space")
     space = tmp_path / "space"
-    assert {"app.py", "requirements.txt", "README.md", "model.safetensors", "tokenizer.json"} <= {p.name for p in space.iterdir()}
+    assert {"app.py", "requirements.txt", "README.md", "model.safetensors", "tokenizer.json"} <= {
+        p.name for p in space.iterdir()
+    }
     assert (space / "hf_tiny_transformer" / "demo" / "app.py").is_file()
-    assert "sdk: \"gradio\"" in (space / "README.md").read_text() and "app_file: \"app.py\"" in (space / "README.md").read_text()
+    assert (
+        'sdk: "gradio"' in (space / "README.md").read_text()
+        and 'app_file: "app.py"' in (space / "README.md").read_text()
+    )
     script = (
         "import json, os\nimport hf_tiny_transformer  # the folder's copy: python -c puts the working folder first\n"
         "assert hf_tiny_transformer.__file__.startswith(os.getcwd()), hf_tiny_transformer.__file__\n"
-        "from hf_tiny_transformer.cli import load_model_folder\nfrom hf_tiny_transformer.demo.app import Demo\n"
+        "from hf_tiny_transformer.loading import load_model_folder\nfrom hf_tiny_transformer.demo.app import Demo\n"
         "translation, picture, note = Demo(*load_model_folder('.')).translate_and_draw('I eat cake.', 'cross', 1)\n"
         "print(json.dumps([translation, picture.size[0] > 200]))"
     )
@@ -184,15 +212,34 @@ def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo
 
 def test_translate_refuses_standard_input_that_is_not_utf8(trained_demo_model):
     for data in (b"I eat cake.\n\xff\xfe bad\n", Path(sys.executable).read_bytes()[:4096]):  # Latin-1 bytes, a binary
-        result = subprocess.run([sys.executable, str(ROOT / "scripts" / "translate.py"), "--model", str(trained_demo_model)],
-                                input=data, capture_output=True, cwd=ROOT, timeout=300)  # fmt: skip
+        result = subprocess.run(
+            [TINY_TRANSFORMER, "translate", "--model", str(trained_demo_model)],
+            input=data,
+            capture_output=True,
+            cwd=ROOT,
+            timeout=300,
+        )
         assert result.returncode == 2, result.stderr[-2000:]
-        assert result.stderr.decode().splitlines() == ["translate.py: standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8"]
+        assert result.stderr.decode().splitlines() == [
+            "tiny-transformer translate: standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8"
+        ]
 
 
 def test_a_reader_that_stops_reading_ends_translate_quietly(trained_demo_model):
-    process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "translate.py"), "--model", str(trained_demo_model), "--batch_size", "4"],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)  # fmt: skip
+    process = subprocess.Popen(
+        [
+            TINY_TRANSFORMER,
+            "translate",
+            "--model",
+            str(trained_demo_model),
+            "--batch_size",
+            "4",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
     process.stdin.write(b"I eat cake.\n" * 400)
     process.stdin.close()
     assert process.stdout.readline().strip()

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
-from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
 from hf_tiny_transformer.demo.visualization import attention_weights, plot_attention, plot_positional_encoding
+from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
 
 SOURCE = "The cat is sleeping on the sofa."
 TARGET = "猫がソファの上で寝ています。"
@@ -26,7 +26,10 @@ def test_positional_encoding_picture_is_the_table(text_model):
     torch.testing.assert_close(torch.tensor(image.data), sinusoidal_table(20, 32))
 
 
-@pytest.mark.parametrize("kind, rows_from, columns_from", [("encoder", "source", "source"), ("decoder", "target", "target"), ("cross", "target", "source")])
+@pytest.mark.parametrize(
+    "kind, rows_from, columns_from",
+    [("encoder", "source", "source"), ("decoder", "target", "target"), ("cross", "target", "source")],
+)
 def test_every_head_is_a_panel_labelled_with_tokens(text_model, tokenizer, kind, rows_from, columns_from):
     figure = plot_attention(text_model, tokenizer, SOURCE, TARGET, kind=kind, layer=1)
     panels = [axes for axes in figure.axes if axes.images]
@@ -50,7 +53,11 @@ def test_plotted_matrices_are_the_models_attention(text_model, tokenizer):
             text_model.set_attn_implementation("eager")
             output = text_model(**encoded, labels=labels, output_attentions=True)
             text_model.set_attn_implementation("sdpa")
-        expected = {"encoder": output.encoder_attentions, "decoder": output.decoder_attentions, "cross": output.cross_attentions}[kind][0][0, 2]
+        expected = {
+            "encoder": output.encoder_attentions,
+            "decoder": output.decoder_attentions,
+            "cross": output.cross_attentions,
+        }[kind][0][0, 2]
         torch.testing.assert_close(matrix, expected)
         if kind == "decoder":
             assert torch.all(torch.triu(matrix, diagonal=1) == 0)  # the causal mask: no future position
@@ -101,7 +108,9 @@ def test_without_matplotlib_the_error_says_how_to_install_it(text_model, monkeyp
 
 def test_without_the_japanese_font_a_warning_and_a_picture_still(text_model, tokenizer, monkeypatch, caplog):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib_fontja" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib_fontja" else real_find_spec(name, *a)
+    )
     with caplog.at_level(logging.WARNING):
         figure = plot_attention(text_model, tokenizer, SOURCE, TARGET, kind="cross", layer=0, head=0)
     assert "matplotlib-fontja is not installed" in caplog.text

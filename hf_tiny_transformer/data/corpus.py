@@ -14,6 +14,8 @@ person types: Japanese without spaces, English with normal spacing and punctuati
 import re
 from pathlib import Path
 
+from .files import text_lines
+
 LATIN_OR_DIGIT = re.compile(r"[A-Za-z0-9]")
 ATTACH_LEFT = {".", ",", "!", "?", ";", ":", "...", ")", "%"}
 CLITIC = re.compile(r"^'(t|s|m|ll|ve|d|re|clock)$")
@@ -72,9 +74,11 @@ def read_parallel(directory: str | Path, split: str, source_lang: str, target_la
         path = Path(directory) / f"{split}.{lang}"
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist; pass the folder that holds the corpus.")
-        sides.append([prepare[lang](line) for line in path.read_text(encoding="utf-8").splitlines()])
+        sides.append([prepare[lang](line) for line in text_lines(path.read_text(encoding="utf-8"))])
     if len(sides[0]) != len(sides[1]):
-        raise ValueError(f"{split}.{source_lang} has {len(sides[0])} lines but {split}.{target_lang} has {len(sides[1])}.")
+        raise ValueError(
+            f"{split}.{source_lang} has {len(sides[0])} lines but {split}.{target_lang} has {len(sides[1])}."
+        )
     return sides[0], sides[1]
 
 

@@ -38,18 +38,71 @@ SUBJECTS = [
 
 # English base, third person, past; Japanese stem for -masu forms; objects (English, Japanese)
 VERBS = [
-    ("drink", "drinks", "drank", "飲み", [("green tea", "緑茶"), ("coffee", "コーヒー"), ("water", "水"), ("milk", "牛乳"), ("orange juice", "オレンジジュース")]),
-    ("eat", "eats", "ate", "食べ", [("bread", "パン"), ("rice", "ご飯"), ("apples", "りんご"), ("sushi", "寿司"), ("cake", "ケーキ"), ("fish", "魚")]),
-    ("borrow", "borrows", "borrowed", "借り", [("books", "本"), ("an umbrella", "傘"), ("a pen", "ペン"), ("manga", "漫画")]),
-    ("buy", "buys", "bought", "買い", [("a car", "車"), ("flowers", "花"), ("a bag", "かばん"), ("shoes", "靴"), ("bread", "パン")]),
+    (
+        "drink",
+        "drinks",
+        "drank",
+        "飲み",
+        [
+            ("green tea", "緑茶"),
+            ("coffee", "コーヒー"),
+            ("water", "水"),
+            ("milk", "牛乳"),
+            ("orange juice", "オレンジジュース"),
+        ],
+    ),
+    (
+        "eat",
+        "eats",
+        "ate",
+        "食べ",
+        [
+            ("bread", "パン"),
+            ("rice", "ご飯"),
+            ("apples", "りんご"),
+            ("sushi", "寿司"),
+            ("cake", "ケーキ"),
+            ("fish", "魚"),
+        ],
+    ),
+    (
+        "borrow",
+        "borrows",
+        "borrowed",
+        "借り",
+        [("books", "本"), ("an umbrella", "傘"), ("a pen", "ペン"), ("manga", "漫画")],
+    ),
+    (
+        "buy",
+        "buys",
+        "bought",
+        "買い",
+        [("a car", "車"), ("flowers", "花"), ("a bag", "かばん"), ("shoes", "靴"), ("bread", "パン")],
+    ),
     ("watch", "watches", "watched", "見", [("movies", "映画"), ("TV", "テレビ"), ("soccer", "サッカー")]),
     ("write", "writes", "wrote", "書き", [("a letter", "手紙"), ("emails", "メール"), ("a report", "レポート")]),
-    ("study", "studies", "studied", "勉強し", [("English", "英語"), ("Japanese", "日本語"), ("math", "数学"), ("history", "歴史")]),
+    (
+        "study",
+        "studies",
+        "studied",
+        "勉強し",
+        [("English", "英語"), ("Japanese", "日本語"), ("math", "数学"), ("history", "歴史")],
+    ),
 ]
 
 LIKED = [
-    ("green tea", "緑茶"), ("coffee", "コーヒー"), ("cats", "猫"), ("dogs", "犬"), ("books", "本"), ("music", "音楽"),
-    ("sushi", "寿司"), ("summer", "夏"), ("winter", "冬"), ("soccer", "サッカー"), ("movies", "映画"), ("cake", "ケーキ"),
+    ("green tea", "緑茶"),
+    ("coffee", "コーヒー"),
+    ("cats", "猫"),
+    ("dogs", "犬"),
+    ("books", "本"),
+    ("music", "音楽"),
+    ("sushi", "寿司"),
+    ("summer", "夏"),
+    ("winter", "冬"),
+    ("soccer", "サッカー"),
+    ("movies", "映画"),
+    ("cake", "ケーキ"),
 ]
 
 # English noun, Japanese noun, adjectives that fit it: (English, Japanese i-adjective)
@@ -129,7 +182,13 @@ def like_pairs() -> list[Pair]:
 def adjective_pairs() -> list[Pair]:
     copula = {"present": "is", "past": "was", "negative": "isn't", "past_negative": "wasn't"}
     return [
-        Pair(f"{noun} {copula[form]} {adjective}.", f"{noun_ja}は{i_adjective(adjective_ja, form)}。", noun, adjective, form)
+        Pair(
+            f"{noun} {copula[form]} {adjective}.",
+            f"{noun_ja}は{i_adjective(adjective_ja, form)}。",
+            noun,
+            adjective,
+            form,
+        )
         for noun, noun_ja, adjectives in DESCRIBED
         for adjective, adjective_ja in adjectives
         for form in FORMS

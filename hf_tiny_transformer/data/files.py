@@ -1,14 +1,26 @@
 """Text files a command reads: one line per sentence, line-aligned pairs, a JSON object of flags.
 
-Every problem (missing, a folder, unreadable, not UTF-8, empty, not aligned, not JSON) is a `UsageError` in one line
-that names the file and the fix.
+Lines end at "\n" only (or "\r\n"), as `wc -l` counts them: a lone carriage return or form feed inside a line stays
+in it. A UTF-8 byte-order mark at the start is not text. Every problem (missing, a folder, unreadable, not UTF-8,
+empty, not aligned, not JSON) is a `UsageError` in one line that names the file and the fix.
 """
 
 import json
 import os
 from pathlib import Path
 
-from ..cli import UsageError
+from ..errors import UsageError
+
+BYTE_ORDER_MARK = "\ufeff"
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of a text: split at "\n" only, a "\r" before it dropped, a leading byte-order mark dropped; a final
+    line end ends the last line (it starts no empty one)."""
+    lines = text.removeprefix(BYTE_ORDER_MARK).split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def read_lines(path: str | os.PathLike, what: str = "file") -> list[str]:
@@ -27,7 +39,7 @@ def read_lines(path: str | os.PathLike, what: str = "file") -> list[str]:
         ) from None
     except OSError as error:
         raise UsageError(f"{what} {path} cannot be read: {error.strerror}") from None
-    lines = text.splitlines()
+    lines = text_lines(text)
     if not any(line.strip() for line in lines):
         raise UsageError(f"{what} {path} is empty; pass a file with one sentence per line")
     return lines
@@ -58,4 +70,4 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     return value
 
 
-__all__ = ["read_lines", "read_aligned", "read_json_object"]
+__all__ = ["text_lines", "read_lines", "read_aligned", "read_json_object"]

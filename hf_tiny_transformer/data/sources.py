@@ -13,7 +13,7 @@ import contextlib
 import datasets
 from datasets import Dataset, IterableDataset, load_dataset
 
-from ..cli import UsageError, first_line
+from ..errors import UsageError, first_line
 from .corpus import read_parallel
 from .files import read_aligned
 
@@ -39,7 +39,8 @@ def load_pairs(data_args) -> dict[str, Dataset | IterableDataset]:
         splits = {split: pairs for split, pairs in splits.items() if pairs is not None}
     if "train" not in splits:
         raise UsageError(
-            "no training data: pass --corpus_dir, --train_source_file/--train_target_file, --train_file or --dataset_name"
+            "no training data: pass --corpus_dir, --train_source_file/--train_target_file, --train_file or "
+            "--dataset_name"
         )
     return {split: first_samples(pairs, split, data_args) for split, pairs in splits.items()}
 
@@ -75,7 +76,8 @@ def translation_splits(name: str, config_name: str | None, data_args, flag: str 
         columns = loaded[split].column_names or ["translation"]  # a stream may not know them before reading
         if "translation" not in columns:
             raise UsageError(
-                f"{flag}: the {split} split has no 'translation' column (it has {', '.join(columns)}); each record must be {expected}"
+                f"{flag}: the {split} split has no 'translation' column (it has {', '.join(columns)}); each record "
+                f"must be {expected}"
             )
         splits[split] = loaded[split].map(
             lambda row: pair(row, src, tgt, flag), remove_columns=list(loaded[split].column_names or [])

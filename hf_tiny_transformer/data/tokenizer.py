@@ -5,10 +5,11 @@ a person goes through it too): Unicode NFKC (full-width Latin letters, digits an
 become `!?`; `。、` stay), runs of white space become one space, leading and trailing space is removed, and
 with `lowercase=True` everything is lowercased. `decode(encode(x))` gives back that normalized text.
 
-Words are split at spaces (Metaspace, `▁` marks a space) and punctuation is split off (`first.` -> `first`,
-`.`), so Japanese, written without spaces, is segmented by the byte-pair merges learned from the raw text: no morphological analyzer is needed. BPE training
-is deterministic (the same texts give the same vocabulary), which the `tokenizers` Unigram trainer is not.
-Decoding turns `▁` back into spaces, which gives Japanese without spaces and English normally spaced.
+Words are split at spaces (Metaspace, `▁` marks a space) and punctuation is split off (`first.` -> `first`, `.`), so
+Japanese, written without spaces, is segmented by the byte-pair merges learned from the raw text: no morphological
+analyzer is needed. BPE training is deterministic (the same texts give the same vocabulary), which the `tokenizers`
+Unigram trainer is not. Decoding turns `▁` back into spaces, which gives Japanese without spaces and English
+normally spaced.
 
 Characters never seen in training are not lost: they fall back to their UTF-8 bytes, one token each
 (`<0xE7>`...), and decode back to the same character. The alphabet is capped at half the learned pieces, so
@@ -76,7 +77,8 @@ def train_tokenizer(
     """
     if vocab_size < SMALLEST_VOCAB_SIZE:
         raise ValueError(
-            f"vocab_size ({vocab_size}) must be at least {SMALLEST_VOCAB_SIZE}: the {len(SPECIAL_TOKENS)} special tokens and "
+            f"vocab_size ({vocab_size}) must be at least {SMALLEST_VOCAB_SIZE}: the {len(SPECIAL_TOKENS)} special "
+            "tokens and "
             f"the {len(BYTE_TOKENS)} byte pieces come first, then at least one learned piece."
         )
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))

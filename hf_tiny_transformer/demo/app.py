@@ -1,9 +1,9 @@
 """The demo page: a Gradio app that translates a typed sentence and shows, for that sentence, the attention of every
 layer and head and the positional encoding (the pictures of `visualization`), in the Hub Spaces convention.
 
-    python -m hf_tiny_transformer.demo.app --model runs/demo/hub            # http://127.0.0.1:7860
-    make app MODEL=runs/demo/hub
-    python -m hf_tiny_transformer.demo.app --model runs/demo/hub --screenshot docs/demo_app.png   # page -> PNG, exit
+    app = build_app(model, tokenizer)          # the page; `tiny-transformer app` serves it (commands/app.py)
+    tiny-transformer app --model runs/demo/hub                                   # http://127.0.0.1:7860
+    tiny-transformer app --model runs/demo/hub --screenshot docs/demo_app.png    # page -> PNG, exit
 
 Needs the `[app]` extra (gradio; the pictures need `[viz]`). `save_for_hub(..., space_folder=...)` writes a folder to
 upload as a Hub Space that runs this app on the model saved with it. `--screenshot` drives the page in headless
@@ -11,11 +11,7 @@ Chromium (Debian's chromium and chromium-driver, and selenium): it types an exam
 translation and the heatmap, and saves what the browser shows.
 """
 
-import errno
 import io
-import os
-import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -75,8 +71,10 @@ class Demo:
         pieces = self.pieces(source)
         note = ""
         if len(pieces) > 1:
-            note = (f"The text was translated in {len(pieces)} pieces, sentence by sentence, as the model was trained "
-                    f"(at most {self.translator.max_positions} tokens at once). The heatmap shows the first piece.")  # fmt: skip
+            note = (
+                f"The text was translated in {len(pieces)} pieces, sentence by sentence, as the model was trained "
+                f"(at most {self.translator.max_positions} tokens at once). The heatmap shows the first piece."
+            )
         # the heatmap is of the translation shown (of its first piece), as the model reads it teacher-forced
         first = translation if len(pieces) == 1 else self.translator.translate([pieces[0]])[0]
         attention = attention_weights(self.model, self.tokenizer, pieces[0], target=first)
@@ -136,9 +134,17 @@ def chromium(headless: bool = True):
 
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for flag in ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1280,1400",
-                 f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}"):  # fmt: skip
+    for flag in (
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1400",
+        f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}",
+    ):
         options.add_argument(flag)
     if headless:
         options.add_argument("--headless=new")
@@ -179,61 +185,3 @@ def examples_for(model, folder: str) -> list[str]:
 
         language = next(iter(ModelCard.load(card).data.language or []), None)
     return EXAMPLES.get(language, EXAMPLES["en"])
-
-
-def check_port(host: str, port: int):
-    """A port out of range or in use is a UsageError at once, before the model is loaded."""
-    from ..cli import UsageError
-
-    if not 1 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a port number; pass one in 1..65535, e.g. 7860")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
-                raise UsageError(
-                    f"--host {host} is not an address of this machine ({error.strerror}); pass one, e.g. 127.0.0.1"
-                ) from None
-            raise UsageError(
-                f"--port {port} on {host} cannot be used ({error.strerror}); pass another --port"
-            ) from None
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ..cli import ArgumentParser, UsageError, check_output, command_output, first_line, load_model_folder, run
-
-    def start(argv):
-        parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-        parser.add_argument("--model", default=os.environ.get("MODEL", "."), help="a saved model folder")
-        parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
-        parser.add_argument("--screenshot", help="save a screenshot of the page in use as this PNG file, then exit")
-        parser.add_argument(
-            "--trust_remote_code", action="store_true", help="run a folder's own code (not this package's)"
-        )
-        args = parser.parse_args(argv)
-        if args.screenshot:
-            check_output(args.screenshot, kind="file", flag="--screenshot", inputs=(args.model,))
-        check_port("127.0.0.1" if args.screenshot else args.host, args.port)
-        model, tokenizer = load_model_folder(args.model, "--model", args.trust_remote_code)
-        try:
-            app = build_app(model, tokenizer, examples_for(model, args.model))
-        except ImportError as error:
-            raise UsageError(first_line(error)) from None
-        if not args.screenshot:
-            app.launch(server_name=args.host, server_port=args.port)
-            return 0
-        _, url, _ = app.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True)
-        try:
-            with command_output(sys.stdout) as output:
-                output.info(use_in_browser(url, examples_for(model, args.model)[0], args.screenshot))
-        finally:
-            app.close()
-        return 0
-
-    return run(start, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

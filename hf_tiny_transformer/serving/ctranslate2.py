@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from ..hardware import ctranslate2_compute_type
-from ..saving_tiny_transformer import staged_folder
-from .translator import Translator, generation_limit
+from ..saving import staged_folder
+from .translator import Translator, generation_limit, hypothesis_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -163,9 +163,13 @@ def export_ctranslate2(model, tokenizer, output_dir: str | os.PathLike, quantiza
         convert(spec, staging, quantization)
         tokenizer.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
+        config = model.config
         settings = {
-            "max_position_embeddings": model.config.max_position_embeddings,
+            "max_position_embeddings": config.max_position_embeddings,
             "quantization": quantization or "float32",
+            "hypothesis_bytes": hypothesis_bytes(
+                config.vocab_size, config.max_position_embeddings, config.decoder_layers, config.d_model
+            ),
         }
         (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
     return Path(output_dir)
@@ -192,10 +196,13 @@ class CTranslate2Translator(Translator):
         if not (folder / SETTINGS_FILE).is_file():
             raise ValueError(f"{folder} is not a folder written by export_ctranslate2 (no {SETTINGS_FILE})")
         settings = json.loads((folder / SETTINGS_FILE).read_text())
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        # exports before 0.2 did not record it: a hypothesis of the largest shape the project trains (paper-base)
+        size = settings.get("hypothesis_bytes") or hypothesis_bytes(
+            len(tokenizer), settings["max_position_embeddings"], 6, 512
+        )
         super().__init__(
-            AutoTokenizer.from_pretrained(folder),
-            GenerationConfig.from_pretrained(folder),
-            settings["max_position_embeddings"],
+            tokenizer, GenerationConfig.from_pretrained(folder), settings["max_position_embeddings"], size, device
         )
         if compute_type == "auto":
             choice = ctranslate2_compute_type(device)

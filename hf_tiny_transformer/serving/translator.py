@@ -1,6 +1,6 @@
-"""One translator interface for both engines: texts in, translations out, as the pipeline gives them.
+"""One translator interface for every engine: texts in, translations out, as the pipeline gives them.
 
-    from hf_tiny_transformer.serving.translator import load_translator
+    from hf_tiny_transformer.serving.engines import load_translator
     translator = load_translator("runs/en-ja/hub")                       # transformers
     translator = load_translator("runs/en-ja/ct2-int8", engine="ctranslate2")
     translator.translate(["I like cats.", "I like books."], num_beams=4)  # ["...", "..."]
@@ -18,7 +18,6 @@ from collections.abc import Callable
 import torch
 from tqdm.auto import tqdm
 
-from ..cli import UsageError, check_device, first_line, load_model_folder
 from ..text_tiny_transformer import generation_settings, texts_of, translate_in_pieces
 
 # The longest translation generated for a source of n tokens: LENGTH_RATIO n + LENGTH_OFFSET (fairseq's max_len_a and
@@ -56,6 +55,16 @@ def in_length_batches(lengths: list[int], batch_size: int, translate_batch: Call
     return translations
 
 
+class DoesNotFit(ValueError):
+    """Decoding settings whose states would not fit in the device's memory (`num_beams ... does not fit ...`)."""
+
+
+def hypothesis_bytes(vocab_size: int, max_positions: int, decoder_layers: int, d_model: int) -> int:
+    """What one hypothesis of beam search holds at its longest, in float32: the keys and values of every decoder
+    layer's self- and cross-attention over `max_positions` positions, and three vocabulary-sized rows of scores."""
+    return 4 * (4 * decoder_layers * max_positions * d_model + 3 * vocab_size)
+
+
 class Translator:
     """Texts -> translations for one model; an engine subclass implements `translate_ids`.
 
@@ -64,8 +73,26 @@ class Translator:
         source_lang / target_lang / english_casing when training wrote them); max_positions: the longest input.
     """
 
-    def __init__(self, tokenizer, generation_config, max_positions: int):
+    def __init__(self, tokenizer, generation_config, max_positions: int, hypothesis_bytes: int, device: str = "cpu"):
         self.tokenizer, self.generation_config, self.max_positions = tokenizer, generation_config, max_positions
+        self.hypothesis_bytes, self.device = hypothesis_bytes, device
+
+    def check_fits(self, num_beams: int | None, batch_size: int):
+        """A DoesNotFit error naming the largest beam count that fits, when `batch_size` sentences with `num_beams`
+        beams would need more memory than the device has free (a search of a billion beams would otherwise end in
+        an out-of-memory crash)."""
+        from ..hardware import free_memory
+
+        beams = self.decoding(num_beams, None)[0]
+        need, free = batch_size * beams * self.hypothesis_bytes, free_memory(self.device)
+        if need > free:
+            largest = free // (batch_size * self.hypothesis_bytes)
+            sentences = f"{batch_size} sentence{'s' * (batch_size != 1)}"
+            raise DoesNotFit(
+                f"num_beams {beams} does not fit in memory: {sentences} x {beams} beams need about "
+                f"{need / 2**30:,.1f} GiB and {self.device} has {free / 2**30:,.1f} GiB free; at most {largest:,} "
+                f"beams fit at batch size {batch_size} (lower the beams or the batch size)"
+            )
 
     def __call__(self, text: str | list[str], **settings) -> list[dict[str, str]]:
         """TranslationPipeline's shape: one `{"translation_text": ...}` per text."""
@@ -89,6 +116,7 @@ class Translator:
         config = self.generation_config
 
         def translate_pieces(pieces: list[str]) -> list[list[str]]:
+            self.check_fits(settings.get("num_beams"), min(batch_size, len(pieces)))
             encoded = self.tokenizer(pieces, truncation=True, max_length=self.max_positions)["input_ids"]
             lengths = [len(ids) for ids in encoded]
             translate_batch = lambda indices: self.translate_ids([encoded[i] for i in indices], **settings)  # noqa: E731
@@ -126,7 +154,11 @@ class TransformersTranslator(Translator):
     """A transformers model and its tokenizer."""
 
     def __init__(self, model, tokenizer):
-        super().__init__(tokenizer, model.generation_config, model.config.max_position_embeddings)
+        config = model.config
+        size = hypothesis_bytes(
+            config.vocab_size, config.max_position_embeddings, config.decoder_layers, config.d_model
+        )
+        super().__init__(tokenizer, model.generation_config, config.max_position_embeddings, size, str(model.device))
         self.model = model.eval()
 
     def translate_ids(self, batch, num_beams=None, length_penalty=None, max_new_tokens=None) -> list[str]:
@@ -140,27 +172,11 @@ class TransformersTranslator(Translator):
         return self.tokenizer.batch_decode(output, skip_special_tokens=True)
 
 
-def load_translator(folder: str, engine: str = "transformers", device: str = "cpu", trust_remote_code: bool = False,
-                    flag: str = "--model", compute_type: str = "auto") -> Translator:  # fmt: skip
-    """A translator for `folder`: a saved model (`engine` "transformers") or an export_ctranslate2 folder
-    ("ctranslate2", computing in `compute_type`); a UsageError in one line when it cannot be loaded, or the device
-    is not there."""
-    check_device(device)
-    if engine == "ctranslate2":
-        from .ctranslate2 import CTranslate2Translator
-
-        try:
-            return CTranslate2Translator(folder, device=device, compute_type=compute_type)
-        except (ImportError, ValueError, OSError, RuntimeError) as error:
-            raise UsageError(f"--engine ctranslate2 {flag} {folder}: {first_line(error)}") from None
-    model, tokenizer = load_model_folder(folder, flag, trust_remote_code)
-    return TransformersTranslator(model.to(device), tokenizer)
-
-
 __all__ = [
+    "DoesNotFit",
+    "hypothesis_bytes",
     "Translator",
     "TransformersTranslator",
-    "load_translator",
     "translation_length_limit",
     "generation_limit",
     "in_length_batches",

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, fields
 
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
-from ..cli import OneLineErrors, UsageError, at_least, first_line
 from ..data.files import read_json_object
 from ..data.tokenizer import SMALLEST_VOCAB_SIZE
+from ..errors import OneLineErrors, UsageError, at_least, first_line
 
 SPLITS = ("train", "validation", "test")
 
@@ -224,7 +224,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise UsageError(f"--time_budget_minutes must be a positive number, got {self.time_budget_minutes}")
         if self.time_budget_minutes and 0 < self.warmup_steps < 1:
             raise UsageError(
-                "--time_budget_minutes needs --warmup_steps in steps (at least 1), not a fraction of steps not yet known"
+                "--time_budget_minutes needs --warmup_steps in steps (at least 1), not a fraction of steps not yet "
+                "known"
             )
 
     def check_averaging(self):
@@ -263,7 +264,8 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Tra
         unknown = sorted(recipe.keys() - flags)
         if unknown:
             raise UsageError(
-                f"recipe {argv[0]}: {', '.join(unknown)} {'is not a flag' if len(unknown) == 1 else 'are not flags'} of train.py (see --help)"
+                f"recipe {argv[0]}: {', '.join(unknown)} {'is not a flag' if len(unknown) == 1 else 'are not flags'} "
+                "of train.py (see --help)"
             )
         parser.set_defaults(**recipe)
         argv = argv[1:]

@@ -38,8 +38,16 @@ class TimeBudget(TrainerCallback):
         probe: share of the time left at the start spent measuring.
     """
 
-    def __init__(self, deadline: float, reserve_s: float, save_steps: int | None = None, min_checkpoints: int = 1,
-                 probe: float = 0.05, min_steps: int = 20, skip: int = 3):  # fmt: skip
+    def __init__(
+        self,
+        deadline: float,
+        reserve_s: float,
+        save_steps: int | None = None,
+        min_checkpoints: int = 1,
+        probe: float = 0.05,
+        min_steps: int = 20,
+        skip: int = 3,
+    ):
         self.deadline, self.reserve_s, self.interval = deadline, reserve_s, save_steps or 100
         self.min_checkpoints, self.probe, self.min_steps, self.skip = min_checkpoints, probe, min_steps, skip
         self.max_steps: int | None = None
@@ -62,9 +70,11 @@ class TimeBudget(TrainerCallback):
                 reschedule(args, optimizer, lr_scheduler, self.max_steps)
             logger.warning(
                 "time budget: %.2f s a step over %d steps, so %d steps end the run by its deadline%s",
-                self.seconds_per_step, measured, self.max_steps,
+                self.seconds_per_step,
+                measured,
+                self.max_steps,
                 " (measured again at every checkpoint)" if self.moves(args) else "",
-            )  # fmt: skip
+            )
         elif self.max_steps is not None and state.global_step % self.interval == 0:
             self.marks = [*self.marks[-2:], (state.global_step, now)]
             if self.moves(args) and state.global_step < self.max_steps:

@@ -152,8 +152,11 @@ class RecordMode(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if state.is_world_process_zero and folder.is_dir():
-            record = {"precision": self.trial.best.precision, "attention": self.trial.best.attention,
-                      "seconds_per_step": self.trial.seconds_per_step}  # fmt: skip
+            record = {
+                "precision": self.trial.best.precision,
+                "attention": self.trial.best.attention,
+                "seconds_per_step": self.trial.seconds_per_step,
+            }
             (folder / MODE_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
 
@@ -163,7 +166,10 @@ def chosen(trial: Trial, choice: Choice) -> Choice:
     if not trial.seconds_per_step:
         return choice
     evidence = choice.reason.split(": ", 1)[1]
-    return Choice(trial.best.precision, f"{trial.best.precision}: the fastest on this run's batches ({trial.describe()}); {evidence}")
+    return Choice(
+        trial.best.precision,
+        f"{trial.best.precision}: the fastest on this run's batches ({trial.describe()}); {evidence}",
+    )
 
 
 class ModeRun:

@@ -7,9 +7,9 @@ the recipe that really ran), `{output_dir}/metrics.json`; and the check that a c
 import json
 from pathlib import Path
 
-from ..cli import UsageError
+from ..errors import UsageError
 from ..hub import model_card, save_for_hub, with_evaluation
-from ..saving_tiny_transformer import staged_folder, write_atomically
+from ..saving import staged_folder, write_atomically
 
 # Fields that decide the parameters' shapes and meaning: a checkpoint resumed under other values is another model.
 SHAPE_FIELDS = (
@@ -49,14 +49,19 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
     args = training_args
     processes = f" x {args.world_size} processes" if args.world_size > 1 else ""
     if args.batch_tokens:
-        batches = (f"sentence pairs of similar length, at most {args.batch_tokens} source + target tokens a batch "
-                   f"(padding included) x {args.gradient_accumulation_steps} accumulation{processes}")  # fmt: skip
+        batches = (
+            f"sentence pairs of similar length, at most {args.batch_tokens} source + target tokens a batch "
+            f"(padding included) x {args.gradient_accumulation_steps} accumulation{processes}"
+        )
     else:
         batches = (
             f"{args.per_device_train_batch_size} pairs x {args.gradient_accumulation_steps} accumulation{processes}"
         )
-    averaging = (f"the last {args.average_checkpoints} checkpoints (every {args.save_steps} steps) averaged"
-                 if args.average_checkpoints else "none (the last step's weights)")  # fmt: skip
+    averaging = (
+        f"the last {args.average_checkpoints} checkpoints (every {args.save_steps} steps) averaged"
+        if args.average_checkpoints
+        else "none (the last step's weights)"
+    )
     config = model.config
     lines = {
         "Steps": f"{metrics['train_steps']} in {metrics['train_runtime_s'] / 60:.1f} minutes on {metrics['machine']}",
@@ -73,9 +78,14 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         "Checkpoint averaging": averaging,
     }
     if metrics.get("time_budget_minutes"):
-        repeat = f"--max_steps {metrics['train_steps']} --precision {metrics['precision']} --attn_implementation " + metrics["attention"]
-        lines["Time budget"] = (f"{metrics['time_budget_minutes']} minutes for the whole run; {metrics['train_steps']} "
-                                f"steps fitted at {metrics['seconds_per_step']:.2f} s a step (repeat with {repeat})")  # fmt: skip
+        repeat = (
+            f"--max_steps {metrics['train_steps']} --precision {metrics['precision']} --attn_implementation "
+            + metrics["attention"]
+        )
+        lines["Time budget"] = (
+            f"{metrics['time_budget_minutes']} minutes for the whole run; {metrics['train_steps']} "
+            f"steps fitted at {metrics['seconds_per_step']:.2f} s a step (repeat with {repeat})"
+        )
     return "Trained with `scripts/train.py`:\n\n" + "\n".join(f"- {name}: {value}" for name, value in lines.items())
 
 

@@ -84,8 +84,13 @@ class ProgressLog(TrainerCallback):
         percent = 100 * state.global_step // state.max_steps
         logger.info(
             "step %d/%d (%d%%), %s elapsed, about %s left%s",
-            state.global_step, state.max_steps, percent, clock(elapsed), clock(left), loss,
-        )  # fmt: skip
+            state.global_step,
+            state.max_steps,
+            percent,
+            clock(elapsed),
+            clock(left),
+            loss,
+        )
 
 
 def clock(seconds: float) -> str:

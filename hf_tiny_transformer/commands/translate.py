@@ -1,26 +1,29 @@
 """Translate texts with a saved model: the ones given as arguments, or every line of standard input.
 
-    python scripts/translate.py --model runs/demo/hub "I like green tea." "My sister reads books."
-    cat document.en | python scripts/translate.py --model runs/en-ja/hub > document.ja
-    python scripts/translate.py --engine ctranslate2 --model runs/en-ja/ct2-int8 --num_beams 4
+    tiny-transformer translate --model runs/demo/hub "I like green tea." "My sister reads books."
+    cat document.en | tiny-transformer translate --model runs/en-ja/hub > document.ja
+    tiny-transformer translate --engine ctranslate2 --model runs/en-ja/ct2-int8 --num_beams 4
 
 Prints one translation per text (per line of standard input), in order. A text longer than the model takes at once
 is translated sentence by sentence and put back together (a line on stderr says so); a blank line gives a blank
 line. From standard input, lines are translated as they come: one at a time when a person types them, in batches of
---batch_size from a file or a pipe, so that a file of any size is translated in constant memory.
+--batch_size from a file or a pipe, so that a file of any size is translated in constant memory. Lines end at "\\n"
+(or "\\r\\n") only, and a UTF-8 byte-order mark at the start is not text.
 """
 
 import io
 import itertools
 import sys
 
-from hf_tiny_transformer.cli import ArgumentParser, UsageError, engine_arguments, first_line, run
-from hf_tiny_transformer.serving.translator import load_translator
-from hf_tiny_transformer.text_tiny_transformer import generation_settings
+from ..errors import ArgumentParser, UsageError, first_line
+from ..text_tiny_transformer import generation_settings
+from .shared import decoding_limits, engine_arguments, load_translator_from
+
+BYTE_ORDER_MARK = "\ufeff"
 
 
 def parse_args(argv=None):
-    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="tiny-transformer translate", description=__doc__.split("\n\n")[0])
     parser.add_argument("text", nargs="*", help="texts to translate; none: read lines from standard input")
     parser.add_argument(
         "--model", required=True, help="a saved model folder (or, with --engine ctranslate2, an export)"
@@ -36,17 +39,25 @@ def parse_args(argv=None):
     engine_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        args.settings = generation_settings(num_beams=args.num_beams, length_penalty=args.length_penalty,
-                                            max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)  # fmt: skip
+        args.settings = generation_settings(
+            num_beams=args.num_beams,
+            length_penalty=args.length_penalty,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+        )
     except ValueError as error:
         raise UsageError(f"--{first_line(error)}") from None
     return args
 
 
 def batches(lines, size: int):
-    """Lists of up to `size` lines, without their line ends, as they come."""
-    lines = (line.rstrip("\r\n") for line in lines)
+    """Lists of up to `size` lines, without their line ends (and without a byte-order mark before the first), as
+    they come."""
+    lines = (line.removesuffix("\n").removesuffix("\r") for line in lines)
+    first = True
     while batch := list(itertools.islice(lines, size)):
+        if first:
+            batch[0], first = batch[0].removeprefix(BYTE_ORDER_MARK), False
         yield batch
 
 
@@ -54,21 +65,17 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     interactive = not args.text and sys.stdin.isatty()
     if not args.text and isinstance(sys.stdin, io.TextIOWrapper):
-        sys.stdin.reconfigure(errors="strict")  # bytes that are not UTF-8 are an error, not text with surrogates in it
-    translator = load_translator(
-        args.model, args.engine, args.device, args.trust_remote_code, compute_type=args.compute_type
-    )
+        # bytes that are not UTF-8 are an error, not text with surrogates in it; lines end at "\n" only
+        sys.stdin.reconfigure(errors="strict", newline="\n")
+    translator = load_translator_from(args)
     if interactive:
         print("Type a text and press Enter (Ctrl-D to stop):", file=sys.stderr)
     try:
-        for batch in batches(args.text or sys.stdin, 1 if interactive else args.settings["batch_size"]):
-            print("\n".join(translator.translate(batch, **args.settings)), flush=True)
+        with decoding_limits():
+            for batch in batches(args.text or sys.stdin, 1 if interactive else args.settings["batch_size"]):
+                print("\n".join(translator.translate(batch, **args.settings)), flush=True)
     except UnicodeDecodeError:
         raise UsageError("standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8") from None
     except KeyboardInterrupt:
         return 130
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run(main))

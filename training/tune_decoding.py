@@ -1,8 +1,8 @@
 """Choose the beam size and the length penalty of a model on development data, never on the test set.
 
-    python scripts/tune_decoding.py --model runs/en-ja/hub --corpus_dir ../shared/data/small_parallel_enja \\
+    python training/tune_decoding.py --model runs/en-ja/hub --corpus_dir ../shared/data/small_parallel_enja \\
         --source_lang en --target_lang ja [--num_beams 1 4 6] [--length_penalty 0.6 1.0 1.4]
-    python scripts/tune_decoding.py --model FOLDER --source_file dev.en --reference_file dev.ja --target_lang ja
+    python training/tune_decoding.py --model FOLDER --source_file dev.en --reference_file dev.ja --target_lang ja
 
 Translates the dev split (or the given files) with every combination, prints their BLEU, and writes the best
 one into the model folder's generation_config.json (all or nothing), where generate(), the pipeline and
@@ -15,12 +15,18 @@ import time
 from pathlib import Path
 
 from hf_tiny_transformer import read_parallel
-from hf_tiny_transformer.cli import ArgumentParser, UsageError, check_output, engine_arguments, first_line, run
+from hf_tiny_transformer.commands.shared import (
+    check_output,
+    decoding_limits,
+    engine_arguments,
+    load_translator_from,
+    run,
+)
 from hf_tiny_transformer.data.files import read_aligned
 from hf_tiny_transformer.data.tokenizer import lowercases
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, first_line
 from hf_tiny_transformer.evaluation import scores
-from hf_tiny_transformer.saving_tiny_transformer import write_atomically
-from hf_tiny_transformer.serving.translator import load_translator
+from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.text_tiny_transformer import generation_settings
 
 
@@ -73,17 +79,16 @@ def settings(args) -> list[tuple[int, float]]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     sources, references = dev_data(args)
-    translator = load_translator(
-        args.model, args.engine, args.device, args.trust_remote_code, compute_type=args.compute_type
-    )
+    translator = load_translator_from(args)
     lowercase = lowercases(translator.tokenizer)
     results = []
     print("| beams | length penalty | dev BLEU | dev chrF | seconds |\n|---:|---:|---:|---:|---:|")
     for beams, penalty in settings(args):
         start = time.perf_counter()
-        hypotheses = translator.translate(
-            sources, batch_size=args.batch_size, num_beams=beams, length_penalty=penalty, progress=True
-        )
+        with decoding_limits():
+            hypotheses = translator.translate(
+                sources, batch_size=args.batch_size, num_beams=beams, length_penalty=penalty, progress=True
+            )
         result = scores(hypotheses, references, args.target_lang, lowercase=lowercase)
         seconds = time.perf_counter() - start
         results.append(

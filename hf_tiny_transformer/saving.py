@@ -11,8 +11,9 @@ that call is missing or refused (macOS, old glibc, some filesystems) the old fol
 (`.{name}.replaced-{pid}-{token}`) and the new one in; a kill between the two leaves no folder at the path, and
 the next save there puts the old one back first. Each save removes the temporary names that killed processes left.
 New files and folders get the usual permissions (0o666 / 0o777 less the umask). This guards against failed or
-killed processes, not power loss (nothing is fsynced). Standard library only: this file travels with every
-saved model (the modeling file imports it), so that saving a model loaded as remote code is all or nothing too.
+killed processes, not power loss (nothing is fsynced). The tools that write folders use it (train.py's hub folder,
+checkpoint averaging, the CTranslate2 export, the Hub folder); a plain `model.save_pretrained` writes as the
+library's own models do, file by file, and a saved model carries none of this.
 """
 
 import contextlib
@@ -58,12 +59,29 @@ def _remove(path: Path):
         path.unlink(missing_ok=True)
 
 
+TEMPORARY = re.compile(r"(saving|replaced)-(\d+)-[0-9a-f]+")
+
+
+def _leftover(entry: str, name: str) -> tuple[str, list[int]] | None:
+    """(kind, the process ids it names) when `entry` is a temporary name of a save to `name`: `.name.saving-PID-x`,
+    `.name.replaced-PID-x`, or a staging folder of one (`..name.saving-PID-x.saving-PID2-y`, which saves that
+    nested a staged save in another left before version 0.2); None otherwise."""
+    stripped = entry.lstrip(".")
+    if not stripped.startswith(f"{name}."):
+        return None
+    parts = [TEMPORARY.fullmatch(part) for part in stripped[len(name) + 1 :].split(".")]
+    if not all(parts) or len(entry) - len(stripped) != len(parts):
+        return None
+    return (parts[0][1] if len(parts) == 1 else "saving"), [int(part[2]) for part in parts]
+
+
 def _remove_leftovers(path: Path):
     """Clean up after killed saves to `path`: an old folder a fallback save left aside goes back to `path` when
     nothing is there; staging files and folders are removed. Those of live processes are left alone."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.(saving|replaced)-(\d+)-[0-9a-f]+")
-    matches = [(pattern.fullmatch(entry.name), entry) for entry in path.parent.iterdir()]
-    leftovers = [(match[1], entry) for match, entry in matches if match and not _process_alive(int(match[2]))]
+    found = [(_leftover(entry.name, path.name), entry) for entry in path.parent.iterdir()]
+    leftovers = [
+        (match[0], entry) for match, entry in found if match and not any(_process_alive(pid) for pid in match[1])
+    ]
     for kind, entry in sorted(leftovers, key=lambda leftover: leftover[0] != "replaced"):  # put back first
         if kind == "replaced" and not os.path.lexists(path):
             os.rename(entry, path)

@@ -1,14 +1,14 @@
 """Upload a folder saved for the Hub (model, code, tokenizer, README.md model card) to a Hub repository.
 
-    python scripts/push_to_hub.py --folder runs/en-ja/hub --repo-id you/tiny-transformer-en-ja [--private]
-    python scripts/push_to_hub.py --folder runs/en-ja/hub --repo-id you/tiny-transformer-en-ja --dry-run
+    tiny-transformer push-to-hub --folder runs/en-ja/hub --repo_id you/tiny-transformer-en-ja [--private]
+    tiny-transformer push-to-hub --folder runs/en-ja/hub --repo_id you/tiny-transformer-en-ja --dry_run
 
-Only the files a model repository needs are uploaded (an allow-list: config, weights in safetensors, the
-code files config.json names, tokenizer files, README.md); --dry-run lists them, and what is left behind, and
-uploads nothing. A folder holding pickled files anywhere (optimizer.pt, training_args.bin, which holds
---hub_token, ...) is refused: push the `hub` folder train.py writes, not its output_dir. Without a token
-(`hf auth login` or HF_TOKEN) or without network, the script says so in one line and exits with 1; the folder
-is never changed.
+Only the files a model repository needs are uploaded (an allow-list: config, weights in safetensors, the code files
+config.json names, tokenizer files, README.md); --dry-run lists them, and what is left behind, and uploads nothing.
+(`--repo-id` and `--dry-run` are accepted too, as for every flag.) A folder holding pickled files anywhere
+(optimizer.pt, training_args.bin, which holds --hub_token, ...) is refused: push the `hub` folder train.py writes,
+not its output_dir. Without a token (`hf auth login` or HF_TOKEN) or without network, the script says so in one line
+and exits with 1; the folder is never changed.
 """
 
 import json
@@ -20,14 +20,9 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from transformers.dynamic_module_utils import get_relative_import_files
 
-from hf_tiny_transformer.cli import (
-    ArgumentParser,
-    UsageError,
-    first_line,
-    load_model_folder,
-    run,
-    trust_remote_code_argument,
-)
+from ..errors import ArgumentParser, UsageError, about, first_line
+from ..loading import load_model_folder
+from .shared import trust_remote_code_argument
 
 REQUIRED = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "README.md")
 ALLOWED = {
@@ -44,18 +39,18 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib",
 
 
 def parse_args(argv: list[str] | None = None):
-    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="tiny-transformer push-to-hub", description=__doc__.split("\n\n")[0])
     parser.add_argument("--folder", required=True, type=Path, help="folder written by hf_tiny_transformer.save_for_hub")
-    parser.add_argument("--repo-id", required=True, help="Hub repository, e.g. your-name/tiny-transformer-en-ja")
+    parser.add_argument("--repo_id", required=True, help="Hub repository, e.g. your-name/tiny-transformer-en-ja")
     parser.add_argument("--private", action="store_true", help="create the repository as private")
-    parser.add_argument("--dry-run", action="store_true", help="list what would be uploaded, upload nothing")
+    parser.add_argument("--dry_run", action="store_true", help="list what would be uploaded, upload nothing")
     trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
     try:
         validate_repo_id(args.repo_id)
     except HFValidationError:
         raise UsageError(
-            f"--repo-id {args.repo_id!r} is not a Hub repository id such as your-name/model-name"
+            f"--repo_id {args.repo_id!r} is not a Hub repository id such as your-name/model-name"
         ) from None
     return args
 
@@ -105,7 +100,8 @@ def dry_run(folder: Path, upload: list[Path], left: list[Path], repo_id: str) ->
         print(f"  {path.relative_to(folder)} ({path.stat().st_size:,} bytes)")
     if left:
         print(
-            f"Not uploaded ({len(left)}, not part of a model repository): {', '.join(str(p.relative_to(folder)) for p in left)}"
+            f"Not uploaded ({len(left)}, not part of a model repository): "
+            + ", ".join(str(path.relative_to(folder)) for path in left)
         )
     print("Model card header:")
     print(ModelCard.load(folder / "README.md").data.to_yaml())
@@ -122,20 +118,19 @@ def upload(folder: Path, files: list[Path], repo_id: str, private: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     files, left = files_to_upload(args.folder)
-    load_model_folder(str(args.folder), "--folder", args.trust_remote_code)  # a damaged folder is refused, not pushed
+    with about("--folder"):  # a damaged folder is refused, not pushed
+        load_model_folder(str(args.folder), args.trust_remote_code)
     if args.dry_run:
         dry_run(args.folder, files, left, args.repo_id)
         return 0
     if get_token() is None:
-        print("push_to_hub.py: no Hugging Face token: run `hf auth login` or set HF_TOKEN", file=sys.stderr)
+        print(
+            "tiny-transformer push-to-hub: no Hugging Face token: run `hf auth login` or set HF_TOKEN", file=sys.stderr
+        )
         return 1
     try:
         print(f"Uploaded: {upload(args.folder, files, args.repo_id, args.private)}")
     except Exception as error:  # network, authentication, server: one clear line instead of a traceback
-        print(f"push_to_hub.py: {first_line(error)}", file=sys.stderr)
+        print(f"tiny-transformer push-to-hub: {first_line(error)}", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run(main))

@@ -1,8 +1,8 @@
 """Translate a file with a saved model, write the translations, and score them against references.
 
-    python scripts/evaluate_model.py --model runs/en-ja/hub --source_file test.en --reference_file test.ja \\
+    python training/evaluate_model.py --model runs/en-ja/hub --source_file test.en --reference_file test.ja \\
         --target_lang ja --output_file runs/en-ja/test.hyp.ja --num_beams 4 --batch_size 32
-    python scripts/evaluate_model.py --model runs/en-ja/hub --corpus_dir ../shared/data/small_parallel_enja \\
+    python training/evaluate_model.py --model runs/en-ja/hub --corpus_dir ../shared/data/small_parallel_enja \\
         --split test --source_lang en --target_lang ja
 
 Prints BLEU (sacrebleu, with the target language's standard tokenization: ja-mecab for Japanese, 13a otherwise)
@@ -20,13 +20,19 @@ import time
 from pathlib import Path
 
 from hf_tiny_transformer import read_parallel
-from hf_tiny_transformer.cli import ArgumentParser, UsageError, check_output, engine_arguments, first_line, run
+from hf_tiny_transformer.commands.shared import (
+    check_output,
+    decoding_limits,
+    engine_arguments,
+    load_translator_from,
+    run,
+)
 from hf_tiny_transformer.data.files import read_aligned
 from hf_tiny_transformer.data.tokenizer import lowercases
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, first_line
 from hf_tiny_transformer.evaluation import bleu_tokenization, scores
 from hf_tiny_transformer.hub import with_evaluation
-from hf_tiny_transformer.saving_tiny_transformer import write_atomically
-from hf_tiny_transformer.serving.translator import load_translator
+from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.text_tiny_transformer import generation_settings
 
 
@@ -58,8 +64,12 @@ def parse_args(argv=None):
     if not args.corpus_dir and not (args.source_file and args.reference_file):
         raise UsageError("pass --source_file and --reference_file, or --corpus_dir")
     try:
-        args.settings = generation_settings(num_beams=args.num_beams, length_penalty=args.length_penalty,
-                                            max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)  # fmt: skip
+        args.settings = generation_settings(
+            num_beams=args.num_beams,
+            length_penalty=args.length_penalty,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+        )
     except ValueError as error:
         raise UsageError(f"--{first_line(error)}") from None
     if args.show < 0:
@@ -98,7 +108,8 @@ def record_in_model_card(args, translator, result: dict):
     beams, penalty = translator.decoding(args.num_beams, args.length_penalty)
     how = (
         f"{result['sentences']} sentences of {data}, beam search with {beams} beams and length penalty {penalty}, "
-        f"sacrebleu BLEU ({bleu_tokenization(args.target_lang)} tokenization{', lowercased' if result['lowercase'] else ''}) "
+        f"sacrebleu BLEU ({bleu_tokenization(args.target_lang)} tokenization"
+        f"{', lowercased' if result['lowercase'] else ''}) "
         f"with its 95 % bootstrap confidence interval, and chrF"
     )
     metrics = {key: result[key] for key in ("bleu", "bleu_ci", "chrf", "exact_match")}
@@ -108,11 +119,10 @@ def record_in_model_card(args, translator, result: dict):
 def main(argv=None) -> int:
     args = parse_args(argv)
     sources, references = read_sources_and_references(args)
-    translator = load_translator(
-        args.model, args.engine, args.device, args.trust_remote_code, compute_type=args.compute_type
-    )
+    translator = load_translator_from(args)
     start = time.perf_counter()
-    hypotheses = translator.translate(sources, **args.settings, progress=True)
+    with decoding_limits():
+        hypotheses = translator.translate(sources, **args.settings, progress=True)
     seconds = time.perf_counter() - start
     if args.output_file:
         write_atomically(args.output_file, "\n".join(hypotheses) + "\n")
@@ -121,8 +131,12 @@ def main(argv=None) -> int:
     lowercase = lowercases(tokenizer)
     normalize = tokenizer.backend_tokenizer.normalizer.normalize_str  # compare as the tokenizer sees text
     fold = (lambda text: normalize(text).lower()) if lowercase else normalize
-    result = {**scores(hypotheses, references, args.target_lang, lowercase=lowercase, normalize=normalize),
-              "lowercase": lowercase, "sentences_per_s": len(sources) / seconds, "engine": args.engine}  # fmt: skip
+    result = {
+        **scores(hypotheses, references, args.target_lang, lowercase=lowercase, normalize=normalize),
+        "lowercase": lowercase,
+        "sentences_per_s": len(sources) / seconds,
+        "engine": args.engine,
+    }
     if args.engine == "ctranslate2":
         result["compute_type"] = translator.compute_type
     for source, hypothesis, reference in list(zip(sources, hypotheses, references))[: args.show]:

@@ -1,7 +1,7 @@
 """Average the weights of checkpoints into one model folder: the paper's checkpoint averaging (section 6.1).
 
-    python scripts/average_checkpoints.py --run_dir runs/en-ja --last 5 --output_dir runs/en-ja/averaged
-    python scripts/average_checkpoints.py --checkpoints runs/x/checkpoint-800 runs/x/checkpoint-1000 --output_dir out
+    python training/average_checkpoints.py --run_dir runs/en-ja --last 5 --output_dir runs/en-ja/averaged
+    python training/average_checkpoints.py --checkpoints runs/x/checkpoint-800 runs/x/checkpoint-1000 --output_dir out
 
 The output folder gets the newest checkpoint's config, generation config, tokenizer and code, and the mean of the
 checkpoints' weights, written all or nothing. It may not be one of the checkpoints or lie inside one, and an
@@ -12,17 +12,10 @@ of a run and makes the average the run's final model.
 import sys
 from pathlib import Path
 
-from hf_tiny_transformer.cli import (
-    ArgumentParser,
-    UsageError,
-    at_least,
-    check_output,
-    first_line,
-    load_model_folder,
-    run,
-    trust_remote_code_argument,
-)
-from hf_tiny_transformer.saving_tiny_transformer import staged_folder
+from hf_tiny_transformer.commands.shared import check_output, run, trust_remote_code_argument
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, about, at_least, first_line
+from hf_tiny_transformer.loading import load_model_folder
+from hf_tiny_transformer.saving import staged_folder
 from hf_tiny_transformer.training.checkpoints import average_checkpoints, last_checkpoints
 
 
@@ -47,6 +40,8 @@ def checkpoint_folders(args) -> list[Path]:
     if args.checkpoints:
         folders = [Path(folder) for folder in args.checkpoints]
         for folder in folders:
+            if not folder.exists():
+                raise UsageError(f"--checkpoints: {folder} does not exist; pass checkpoint-N folders of a run")
             if not (folder / "model.safetensors").is_file():
                 raise UsageError(f"--checkpoints: {folder} holds no model.safetensors")
             if [other.resolve() for other in folders].count(folder.resolve()) > 1:
@@ -63,7 +58,8 @@ def checkpoint_folders(args) -> list[Path]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     newest = str(args.folders[-1])
-    model, tokenizer = load_model_folder(newest, "--checkpoints", args.trust_remote_code)
+    with about("--checkpoints"):
+        model, tokenizer = load_model_folder(newest, args.trust_remote_code)
     try:
         weights = average_checkpoints(args.folders)
     except ValueError as error:

@@ -1,6 +1,6 @@
 """Write the built-in English -> Japanese demo corpus as parallel text files.
 
-    python scripts/make_demo_data.py --output_dir runs/demo/data [--seed 0]
+    python training/make_demo_data.py --output_dir runs/demo/data [--seed 0]
 
 Writes train.en/train.ja and test.en/test.ja; the test pairs combine subjects and objects never seen
 together in training (see hf_tiny_transformer/data/demo_corpus.py). Each file is written whole or not at all.
@@ -8,9 +8,10 @@ together in training (see hf_tiny_transformer/data/demo_corpus.py). Each file is
 
 import sys
 
-from hf_tiny_transformer.cli import ArgumentParser, check_output, run
+from hf_tiny_transformer.commands.shared import check_output, run
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
-from hf_tiny_transformer.saving_tiny_transformer import write_atomically
+from hf_tiny_transformer.errors import ArgumentParser
+from hf_tiny_transformer.saving import write_atomically
 
 
 def main(argv=None) -> int:

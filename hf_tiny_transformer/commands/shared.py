@@ -1,7 +1,6 @@
-"""What every command (scripts/, the demo page) shares: one-line errors, the output guard, the model folder loader.
-
-Every command turns a bad argument, file or folder into a `UsageError` before any long work starts; `run` writes it
-as one line (`train.py: --num_beams must be at least 1, got 0`) and exits with 2, never with a traceback.
+"""What every command shares (the `tiny-transformer` subcommands and the training scripts): the runner that turns
+a UsageError into one line and exit status 2, the output guard every command that writes runs before any work,
+and the flags several commands take.
 """
 
 import argparse
@@ -15,33 +14,17 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from huggingface_hub.errors import HFValidationError
-from huggingface_hub.utils import validate_repo_id
+from ..errors import UsageError, about, first_line
 
 CHECKPOINT = re.compile(r"checkpoint-\d+")
 StrPath = str | os.PathLike
 
 
-class UsageError(ValueError):
-    """A problem with the arguments or the files a command was given, found before its long work starts."""
-
-
-class OneLineErrors:
-    """Mixed into an argparse parser: a parse error becomes a UsageError (one line) instead of usage + message."""
-
-    def error(self, message: str):
-        raise UsageError(f"{message} (see --help)")
-
-
-class ArgumentParser(OneLineErrors, argparse.ArgumentParser):
-    """argparse.ArgumentParser whose errors are one line."""
-
-
-def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
-    """Call `main(argv)`; a UsageError is written as one line on stderr, with exit code 2. The libraries' own
-    progress bars (loading weights, downloads) show only when stderr is a terminal: in a file or CI their carriage
-    returns would make the log unreadable."""
-    prog = Path(sys.argv[0]).name
+def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Call `main(argv)`; a UsageError is written as one line on stderr (`prog: the problem; the fix`), with exit
+    code 2. The libraries' own progress bars (loading weights, downloads) show only when stderr is a terminal: in
+    a file or CI their carriage returns would make the log unreadable."""
+    prog = prog or Path(sys.argv[0]).name
     if not sys.stderr.isatty():
         import datasets
         from transformers.utils import logging as transformers_logging
@@ -73,21 +56,6 @@ def command_output(stream) -> Iterator[logging.Logger]:
         yield logger
     finally:
         logger.removeHandler(handler)
-
-
-def first_line(error: BaseException) -> str:
-    """The first non-empty line of an exception's message (with the next one when it ends with a colon, as
-    `Validation error for field 'd_model':` does), or its type's name."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if len(lines) > 1 and lines[0].endswith(":"):
-        return f"{lines[0]} {lines[1]}"
-    return lines[0] if lines else type(error).__name__
-
-
-def at_least(name: str, value: float | None, lowest: float):
-    """Raise a UsageError when `value` (a flag's value, None when not given) is below `lowest`."""
-    if value is not None and value < lowest:
-        raise UsageError(f"{name} must be at least {lowest}, got {value}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -192,105 +160,20 @@ def check_output(
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Reading a model folder: one way for every command
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def load_model_folder(name: str, flag: str = "--model", trust_remote_code: bool = False, **model_kwargs):
-    """The model and tokenizer saved in folder (or Hub repository) `name`: a UsageError in one line naming the
-    folder, the file and the fix for anything that stops them loading (a missing or damaged file, a config value
-    of the wrong type, code the user did not allow), and for weights that miss or add tensors (the library would
-    initialize missing ones at random and only warn)."""
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
-
-    check_model_source(name, flag)
-    with quiet_transformers():
-        config = load_part(AutoConfig, name, flag, "config.json", trust_remote_code)
-        tokenizer = load_part(AutoTokenizer, name, flag, "tokenizer.json", trust_remote_code)
-        model, info = load_part(
-            AutoModelForSeq2SeqLM, name, flag, "model.safetensors", trust_remote_code,
-            config=config, output_loading_info=True, ignore_mismatched_sizes=True, **model_kwargs,
-        )  # fmt: skip
-    wrong = {kind: sorted(map(describe_key, info[f"{kind}_keys"])) for kind in ("missing", "unexpected", "mismatched")}
-    listed = "; ".join(
-        f"{kind}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}" for kind, keys in wrong.items() if keys
-    )
-    if listed:
-        raise UsageError(f"{flag} {name}: model.safetensors does not fit config.json ({listed}); save the model again")
-    return model, tokenizer
-
-
-def describe_key(key) -> str:
-    """A tensor's name, or for a tensor of the wrong shape (name, saved shape, expected shape) a readable line."""
-    if isinstance(key, tuple):
-        name, saved, expected = key
-        return f"{name} {tuple(saved)} saved, {tuple(expected)} expected"
-    return key
-
-
-def check_model_source(name: str, flag: str):
-    """A local path that does not exist is an error at once (not a Hub lookup with retries): a name that is not a
-    Hub id, or one inside an existing local folder (`runs/en-ja` with `runs/` here)."""
-    in_a_local_folder = Path(name).parent != Path(".") and Path(name).parent.is_dir()
-    if not Path(name).exists() and (in_a_local_folder or not is_hub_id(name)):
-        raise UsageError(f"{flag} {name} does not exist; pass a folder saved with save_pretrained, or a Hub id")
-    if Path(name).is_file():
-        raise UsageError(f"{flag} {name} is a file; pass the model folder that holds it")
-    if Path(name).is_dir() and not (Path(name) / "config.json").is_file():
-        raise UsageError(f"{flag} {name} has no config.json; pass a folder saved with save_pretrained")
-
-
-def load_part(auto_class, name: str, flag: str, file: str, trust_remote_code: bool, **kwargs):
-    """`auto_class.from_pretrained(name, ...)`, any error turned into a UsageError that names `file`."""
-    try:
-        return auto_class.from_pretrained(name, trust_remote_code=trust_remote_code, **kwargs)
-    except Exception as error:  # the libraries raise many kinds; each is one line for the user
-        if "trust_remote_code" in str(error):
-            raise UsageError(
-                f"{flag} {name} holds Python code of its own (config.json's auto_map); read it, then pass "
-                "--trust_remote_code to run it"
-            ) from None
-        raise UsageError(
-            f"{flag} {name}: {file} cannot be loaded ({first_line(error)}); save the model again or copy the folder anew"
-        ) from None
-
-
-@contextlib.contextmanager
-def quiet_transformers():
-    """transformers' warnings (its load report) silenced while a block runs: a command reports problems itself."""
-    from transformers.utils import logging as transformers_logging
-
-    level = transformers_logging.get_verbosity()
-    transformers_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        transformers_logging.set_verbosity(level)
-
-
-def is_hub_id(name: str) -> bool:
-    """Whether `name` has the form of a Hub repository id (`name` or `owner/name`)."""
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # Flags that several commands share
 # ---------------------------------------------------------------------------------------------------------------
 
 
 def engine_arguments(parser: argparse.ArgumentParser):
     """--engine, --device, --compute_type and --trust_remote_code, for the commands that load a model to translate."""
-    from .hardware import best_device
+    from ..hardware import best_device
+    from ..serving.engines import ENGINES
 
     parser.add_argument(
         "--engine",
-        choices=["transformers", "ctranslate2"],
+        choices=list(ENGINES),
         default="transformers",
-        help="ctranslate2: --model is a folder written by scripts/export_ctranslate2.py",
+        help="ctranslate2: --model is a folder written by `tiny-transformer export-ctranslate2`",
     )
     parser.add_argument("--device", default=best_device(), help="cpu, cuda, cuda:1, mps (default: the best there is)")
     parser.add_argument(
@@ -312,31 +195,46 @@ def trust_remote_code_argument(parser: argparse.ArgumentParser):
     )
 
 
-def check_device(device: str) -> str:
-    """A UsageError for a device name torch does not know, or a GPU this machine does not have."""
-    import torch
+@contextlib.contextmanager
+def decoding_limits() -> Iterator[None]:
+    """A translator's DoesNotFit (beams that would not fit in memory) as a UsageError naming the flag."""
+    from ..serving.translator import DoesNotFit
 
     try:
-        kind = torch.device(device).type
-    except (RuntimeError, ValueError):
-        raise UsageError(f"--device {device!r} is not a device; pass cpu, cuda, cuda:1 or mps") from None
-    available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}.get(kind, kind == "cpu")
-    if not available:
-        raise UsageError(f"--device {device}: this machine has no {kind} device; pass --device cpu")
-    return device
+        yield
+    except DoesNotFit as error:
+        raise UsageError(f"--{error}") from None
+
+
+def load_translator_from(args, flag: str = "--model"):
+    """The translator that --engine, --model, --device, --compute_type and --trust_remote_code describe; every
+    problem is one line naming its flag."""
+    from ..hardware import check_device
+    from ..serving.engines import load_translator
+
+    with about("--device"):
+        check_device(args.device)
+    if args.engine == "transformers" and args.compute_type != "auto":
+        raise UsageError(
+            f"--compute_type {args.compute_type} applies to --engine ctranslate2; the transformers engine computes in "
+            "the model's dtype (leave --compute_type out, or pass --engine ctranslate2 with an export)"
+        )
+    with about(flag if args.engine == "transformers" else f"--engine {args.engine} {flag}"):
+        return load_translator(
+            getattr(args, flag.lstrip("-")),
+            args.engine,
+            args.device,
+            args.trust_remote_code,
+            compute_type=args.compute_type,
+        )
 
 
 __all__ = [
-    "UsageError",
-    "ArgumentParser",
-    "OneLineErrors",
     "run",
     "command_output",
-    "first_line",
-    "at_least",
     "check_output",
-    "load_model_folder",
     "engine_arguments",
     "trust_remote_code_argument",
-    "check_device",
+    "load_translator_from",
+    "decoding_limits",
 ]

@@ -1,8 +1,8 @@
 """Train a Transformer translation model from scratch, or fine-tune a saved one, with Seq2SeqTrainer.
 
-    python scripts/train.py recipes/en-ja.json                        # a recipe: all flags from a JSON file
-    python scripts/train.py recipes/en-ja.json --max_steps 100         # ... and overrides after it
-    python scripts/train.py --shape tiny --corpus_dir ../shared/data/small_parallel_enja \\
+    python training/train.py training/recipes/en-ja.json                        # a recipe: all flags from a JSON file
+    python training/train.py training/recipes/en-ja.json --max_steps 100         # ... and overrides after it
+    python training/train.py --shape tiny --corpus_dir ../shared/data/small_parallel_enja \\
         --source_lang en --target_lang ja --output_dir runs/en-ja --max_steps 4000
 
 Every Seq2SeqTrainingArguments flag works (--per_device_train_batch_size, --gradient_accumulation_steps,
@@ -31,11 +31,13 @@ from transformers.trainer_callback import ProgressCallback  # noqa: E402
 from transformers.trainer_utils import sort_checkpoints  # noqa: E402
 
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, load_shape  # noqa: E402
-from hf_tiny_transformer.cli import UsageError, check_output, first_line, load_model_folder, run  # noqa: E402
+from hf_tiny_transformer.commands.shared import check_output, run  # noqa: E402
 from hf_tiny_transformer.data.sources import load_pairs  # noqa: E402
 from hf_tiny_transformer.data.tokenizer import lowercases, train_tokenizer  # noqa: E402
+from hf_tiny_transformer.errors import UsageError, about, first_line  # noqa: E402
 from hf_tiny_transformer.evaluation import scores  # noqa: E402
 from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels, keep_freed_memory  # noqa: E402
+from hf_tiny_transformer.loading import load_model_folder  # noqa: E402
 from hf_tiny_transformer.marian import marian_of_the_same_shape  # noqa: E402
 from hf_tiny_transformer.training.arguments import parse_arguments  # noqa: E402
 from hf_tiny_transformer.training.budget import TimeBudget, provisional_max_steps  # noqa: E402
@@ -74,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     resume = bool(training_args.resume_from_checkpoint) and training_args.resume_from_checkpoint.lower() != "false"
     if resume and training_args.overwrite_output_dir:
         raise UsageError("pass --overwrite_output_dir (start anew) or --resume_from_checkpoint (continue), not both")
-    fix = ("pass --resume_from_checkpoint true to continue that run, --overwrite_output_dir to start anew (its "
-           "checkpoints are removed), or choose another --output_dir")  # fmt: skip
+    fix = (
+        "pass --resume_from_checkpoint true to continue that run, --overwrite_output_dir to start anew (its "
+        "checkpoints are removed), or choose another --output_dir"
+    )
     overwrite = resume or training_args.overwrite_output_dir
     check_output(output_dir, kind="folder", flag="--output_dir", overwrite=overwrite, overwrite_fix=fix)
     checkpoint = resume_checkpoint(training_args) if resume else None
@@ -84,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     splits = load_pairs(data_args)
     fine_tuned = None  # (model, tokenizer) of the model to fine-tune
     if model_args.model_name_or_path:
-        fine_tuned = load_model_folder(
-            model_args.model_name_or_path, "--model_name_or_path", model_args.trust_remote_code
-        )
+        with about("--model_name_or_path"):
+            fine_tuned = load_model_folder(model_args.model_name_or_path, model_args.trust_remote_code)
     config = fine_tuned[0].config if fine_tuned else make_config(model_args)
     longest = config.max_position_embeddings
     data_args.max_source_length = data_args.max_source_length or longest
@@ -104,26 +107,44 @@ def main(argv: list[str] | None = None) -> int:
     model = fine_tuned[0] if fine_tuned else make_model(model_args, config, tokenizer)
     if checkpoint is not None:
         check_resumable(checkpoint, model.config, tokenizer)
-    tokenized = {split: pairs.map(tokenize(tokenizer, data_args), batched=True, remove_columns=["source", "target"])
-                 for split, pairs in splits.items()}  # fmt: skip
+    tokenized = {
+        split: pairs.map(tokenize(tokenizer, data_args), batched=True, remove_columns=["source", "target"])
+        for split, pairs in splits.items()
+    }
     sizes = {split: getattr(pairs, "num_rows", "a stream") for split, pairs in tokenized.items()}
     logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", sizes)
+
+    # A time budget fixes the steps (a resumed run keeps the number it fixed); a run resumed at its end trains nothing.
+    budget = time_budget(training_args, checkpoint)
+    if checkpoint is not None and 0 < training_args.max_steps <= trained_steps(checkpoint)["global_step"]:
+        logger.warning(
+            "%s has trained all %d steps of the run: nothing to train (%s is left as it is); pass a larger "
+            "--max_steps to train on", checkpoint.name, training_args.max_steps, output_dir / "hub",
+        )  # fmt: skip
+        return 0
 
     # The precision and attention to train in: timed on this run's batches where the device gives a choice (a
     # resumed run keeps its own).
     collator = DataCollatorForSeq2Seq(tokenizer, model=model)
-    modes = candidate_modes(training_args.precision_choice, training_args.bf16_native,
-                            training_args.requested_precision, model_args.attn_implementation)  # fmt: skip
+    modes = candidate_modes(
+        training_args.precision_choice,
+        training_args.bf16_native,
+        training_args.requested_precision,
+        model_args.attn_implementation,
+    )
     trial = resumed_trial(checkpoint, modes) or time_modes(
         model, trial_batches(tokenized["train"], collator, training_args), modes, training_args
     )
     training_args.train_in(chosen(trial, training_args.precision_choice))
     model.set_attn_implementation(trial.best.attention)
-    logger.info("machine: %s; precision %s; %s attention", describe(), training_args.precision_choice.reason,
-                trial.best.attention)  # fmt: skip
+    logger.info(
+        "machine: %s; precision %s; %s attention",
+        describe(),
+        training_args.precision_choice.reason,
+        trial.best.attention,
+    )
 
-    # Training, to a time budget when the recipe has one.
-    budget = time_budget(training_args, checkpoint)
+    # Training, to the time budget when the recipe has one.
     trainer = TranslationTrainer(
         model=model,
         args=training_args,
@@ -151,8 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         metrics.update(time_budget_minutes=training_args.time_budget_minutes, seconds_per_step=budget.seconds_per_step)
     if training_args.include_num_input_tokens_seen != "no":  # Trainer's count of source tokens (padding or not)
         metrics["num_input_tokens_seen"] = trainer.state.num_input_tokens_seen
-    logger.warning("process %d of %d: %d optimizer steps, training loss %.4f",
-                   training_args.process_index, training_args.world_size, trainer.state.global_step, result.training_loss)  # fmt: skip
+    logger.warning(
+        "process %d of %d: %d optimizer steps, training loss %.4f",
+        training_args.process_index,
+        training_args.world_size,
+        trainer.state.global_step,
+        result.training_loss,
+    )
     if training_args.average_checkpoints:
         trainer.accelerator.wait_for_everyone()
         folders = last_checkpoints(output_dir, training_args.average_checkpoints)
@@ -203,8 +229,10 @@ def make_config(model_args):
             config.validate()  # the checks across fields, which setting one field does not run
     except Exception as error:  # an unknown shape or field, a value of the wrong type or out of range
         source = f"--shape {model_args.shape}" if model_args.shape else f"--config_name {model_args.config_name}"
-        raise UsageError(f"{source} --config_overrides {model_args.config_overrides}: {first_line(error)}; write "
-                         "key=value pairs separated by commas, e.g. d_model=128,encoder_layers=2") from None  # fmt: skip
+        raise UsageError(
+            f"{source} --config_overrides {model_args.config_overrides}: {first_line(error)}; write "
+            "key=value pairs separated by commas, e.g. d_model=128,encoder_layers=2"
+        ) from None
     return config
 
 
@@ -216,8 +244,10 @@ def check_lengths(longest: int, data_args, training_args):
         ("--generation_max_length", training_args.generation_max_length, longest + 1),  # + the start token
     ):
         if value > limit:
-            raise UsageError(f"{flag} {value} is longer than the model can take ({limit}: max_position_embeddings "
-                             f"{longest}); lower {flag}, or raise max_position_embeddings with --config_overrides")  # fmt: skip
+            raise UsageError(
+                f"{flag} {value} is longer than the model can take ({limit}: max_position_embeddings "
+                f"{longest}); lower {flag}, or raise max_position_embeddings with --config_overrides"
+            )
 
 
 def make_tokenizer(model_args, data_args, splits, training_args, checkpoint: Path | None):
@@ -280,9 +310,12 @@ def time_budget(training_args, checkpoint: Path | None) -> TimeBudget | None:
         return None
     deadline = STARTED + 60 * training_args.time_budget_minutes
     training_args.max_steps = provisional_max_steps(deadline - time.monotonic())
-    return TimeBudget(deadline, reserve_s=max(20.0, 0.02 * 60 * training_args.time_budget_minutes),
-                      save_steps=training_args.save_steps if training_args.save_strategy == "steps" else None,
-                      min_checkpoints=training_args.average_checkpoints or 1)  # fmt: skip
+    return TimeBudget(
+        deadline,
+        reserve_s=max(20.0, 0.02 * 60 * training_args.time_budget_minutes),
+        save_steps=training_args.save_steps if training_args.save_strategy == "steps" else None,
+        min_checkpoints=training_args.average_checkpoints or 1,
+    )
 
 
 def metrics_function(tokenizer, target_lang: str):

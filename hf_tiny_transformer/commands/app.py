@@ -1,0 +1,73 @@
+"""The demo page (hf_tiny_transformer.demo.app) for a saved model: translation, and the attention of every layer and
+head and the positional encoding for the sentence translated.
+
+    tiny-transformer app --model runs/demo/hub                                   # http://127.0.0.1:7860
+    tiny-transformer app --model runs/demo/hub --screenshot docs/demo_app.png    # the page in use -> PNG, then exit
+
+Needs the [app] extra (gradio; the pictures need [viz]). --screenshot drives the page in headless Chromium
+(Debian's chromium and chromium-driver, and selenium). MODEL, GRADIO_SERVER_NAME and GRADIO_SERVER_PORT give the
+defaults of --model, --host and --port, as on a Hub Space.
+"""
+
+import errno
+import os
+import socket
+import sys
+
+from ..errors import ArgumentParser, UsageError, about, first_line
+from ..loading import load_model_folder
+from .shared import check_output, command_output, trust_remote_code_argument
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(prog="tiny-transformer app", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=os.environ.get("MODEL", "."), help="a saved model folder")
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
+    parser.add_argument("--screenshot", help="save a screenshot of the page in use as this PNG file, then exit")
+    trust_remote_code_argument(parser)
+    args = parser.parse_args(argv)
+    if args.screenshot:
+        check_output(args.screenshot, kind="file", flag="--screenshot", inputs=(args.model,))
+    check_port("127.0.0.1" if args.screenshot else args.host, args.port)
+    return args
+
+
+def check_port(host: str, port: int):
+    """A port out of range or in use, or a host that is not this machine's, is a UsageError at once, before the
+    model is loaded."""
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port number; pass one in 1..65535, e.g. 7860")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
+                raise UsageError(
+                    f"--host {host} is not an address of this machine ({error.strerror}); pass one, e.g. 127.0.0.1"
+                ) from None
+            raise UsageError(
+                f"--port {port} on {host} cannot be used ({error.strerror}); pass another --port"
+            ) from None
+
+
+def main(argv=None) -> int:
+    from ..demo.app import build_app, examples_for, use_in_browser
+
+    args = parse_args(argv)
+    with about("--model"):
+        model, tokenizer = load_model_folder(args.model, args.trust_remote_code)
+    try:
+        app = build_app(model, tokenizer, examples_for(model, args.model))
+    except ImportError as error:
+        raise UsageError(first_line(error)) from None
+    if not args.screenshot:
+        app.launch(server_name=args.host, server_port=args.port)
+        return 0
+    _, url, _ = app.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True)
+    try:
+        with command_output(sys.stdout) as output:
+            output.info(use_in_browser(url, examples_for(model, args.model)[0], args.screenshot))
+    finally:
+        app.close()
+    return 0

@@ -1,0 +1,42 @@
+"""The engines a saved model translates with, behind one translator interface (serving.translator.Translator).
+
+from hf_tiny_transformer.serving.engines import load_translator
+translator = load_translator("runs/en-ja/hub")                                   # transformers
+translator = load_translator("runs/en-ja/ct2-int8", engine="ctranslate2")        # an export_ctranslate2 folder
+"""
+
+from ..errors import UsageError, first_line
+from ..hardware import check_device
+from ..loading import load_model_folder
+from .translator import TransformersTranslator, Translator
+
+ENGINES = {
+    "transformers": "a folder saved with save_pretrained, in transformers",
+    "ctranslate2": "a folder written by export_ctranslate2 (tiny-transformer export-ctranslate2), in CTranslate2",
+}
+
+
+def load_translator(
+    folder: str,
+    engine: str = "transformers",
+    device: str = "cpu",
+    trust_remote_code: bool = False,
+    compute_type: str = "auto",
+) -> Translator:
+    """A translator for `folder` with `engine` (one of ENGINES; CTranslate2 computes in `compute_type`); a
+    UsageError in one line, naming the folder, when it cannot be loaded, or the engine or the device is not there."""
+    if engine not in ENGINES:
+        raise UsageError(f"{folder}: engine {engine!r} is not one of {', '.join(ENGINES)}")
+    check_device(device)
+    if engine == "ctranslate2":
+        from .ctranslate2 import CTranslate2Translator
+
+        try:
+            return CTranslate2Translator(folder, device=device, compute_type=compute_type)
+        except (ImportError, ValueError, OSError, RuntimeError) as error:
+            raise UsageError(f"{folder}: {first_line(error)}") from None
+    model, tokenizer = load_model_folder(folder, trust_remote_code)
+    return TransformersTranslator(model.to(device), tokenizer)
+
+
+__all__ = ["ENGINES", "load_translator"]
