@@ -1,8 +1,9 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" as a Hugging Face transformers model.
 
 What a saved model carries (the files `save_pretrained` copies into its folder, loaded there as remote code) sits at
-the top of the package, named `*_tiny_transformer.py`: the configuration and the model; a Hub folder (`save_for_hub`)
-adds the translation pipeline and the text handling it uses. The rest, in layers that import only the ones below:
+the top of the package, named `*_tiny_transformer.py`: the configuration, the model, and the translation pipeline
+with the text handling it uses (config.json names the pipeline: transformers 5 has no translation task of its own).
+The rest, in layers that import only the ones below:
 
 - the error contract: `errors` (UsageError: one line naming the problem and the fix);
 - the library: the model files; `shapes/` (tiny, paper-base); `data/` (corpora, the tokenizer trainer, batches by

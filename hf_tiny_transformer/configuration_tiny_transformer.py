@@ -1,7 +1,14 @@
 """Configuration of the encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017)."""
 
+from dataclasses import field
+
 from huggingface_hub.dataclasses import strict, validated_field
 from transformers import PretrainedConfig
+
+# The translation pipeline, which config.json names in `custom_pipelines` (pipeline("translation", ...) finds the
+# task only there: transformers 5 has none of its own). Importing it here also makes save_pretrained copy its file
+# (and the text handling it imports) into the folder, beside the configuration, as loading the pipeline needs.
+from .pipeline_tiny_transformer import TranslationPipeline
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish")
 
@@ -19,6 +26,12 @@ def probability(value: float):
 def known_activation(value: str):
     if value not in ACTIVATIONS:
         raise ValueError(f"must be one of {', '.join(ACTIVATIONS)}, got {value!r}.")
+
+
+def translation_pipeline() -> dict:
+    """The config's `custom_pipelines`: the task "translation", implemented by TranslationPipeline."""
+    implementation = f"{TranslationPipeline.__module__.rsplit('.', 1)[-1]}.{TranslationPipeline.__name__}"
+    return {"translation": {"impl": implementation, "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}}
 
 
 @strict
@@ -48,9 +61,8 @@ class TinyTransformerConfig(PretrainedConfig):
         normalize_before: False is the paper's post-LN, LayerNorm(x + Sublayer(x)); True is pre-LN,
             x + Sublayer(LayerNorm(x)), with a final LayerNorm on each stack.
         init_std: standard deviation of the normal initialization of linear layers and embeddings.
-        custom_pipelines: the pipeline tasks of a saved folder, read by `transformers.pipeline`: the Hub folder
-            (`save_for_hub`, train.py's `hub`) declares "translation", implemented by `TranslationPipeline`
-            (pipeline_tiny_transformer.py, saved beside it); None elsewhere, as for the library's models.
+        custom_pipelines: the pipeline tasks of this model, read by `transformers.pipeline`: "translation",
+            implemented by `TranslationPipeline` (pipeline_tiny_transformer.py, saved with the model).
 
     Example:
         >>> from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
@@ -90,7 +102,7 @@ class TinyTransformerConfig(PretrainedConfig):
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
     decoder_start_token_id: int | None = 1
-    custom_pipelines: dict | None = None
+    custom_pipelines: dict = field(default_factory=translation_pipeline)
 
     def __post_init__(self, **kwargs):
         kwargs.pop("label_smoothing", None)  # a training setting that config.json held up to version 0.1: ignored

@@ -1,12 +1,10 @@
-"""Everything a Hub repository needs, in one folder: model, code, tokenizer, the translation pipeline and a model
-card (README.md).
+"""Everything a Hub repository needs, in one folder: model, code, tokenizer, and a model card (README.md).
 
     save_for_hub(model, tokenizer, "runs/en-ja/hub", model_card(model, source_lang="en", ...))
 
-Beyond what `model.save_pretrained` writes (config, weights, the configuration and modeling files), the folder has
-the tokenizer, the pipeline (pipeline_tiny_transformer.py and the text handling it imports, named in config.json's
-`custom_pipelines`, so that `pipeline("translation", model=folder, trust_remote_code=True)` works), `AutoModel` in
-config.json's `auto_map` beside the head's own entry, and the card. It is written all or nothing.
+Beyond what `model.save_pretrained` writes (config, weights, the code files: configuration, modeling, the
+translation pipeline and the text handling it imports), the folder has the tokenizer, `AutoModel` in config.json's
+`auto_map` beside the head's own entry, and the card. It is written all or nothing.
 """
 
 import json
@@ -15,11 +13,9 @@ import shutil
 from pathlib import Path
 
 from huggingface_hub import ModelCard, ModelCardData
-from transformers.dynamic_module_utils import custom_object_save
 
 from . import modeling_tiny_transformer
 from .modeling_tiny_transformer import TinyTransformerForConditionalGeneration, TinyTransformerModel
-from .pipeline_tiny_transformer import PIPELINE_TASK, TranslationPipeline
 from .saving import staged_folder
 
 DIFFERENCES_HEADING = "Differences from the paper"
@@ -132,29 +128,21 @@ def save_for_hub(
     `space_folder`, also a Hub Space there: the demo page (`hf_tiny_transformer.demo.app`) with this model."""
     folder = Path(folder)
     with staged_folder(folder) as staging:  # nothing in `folder` changes until every file is written
-        save_with_pipeline(model, tokenizer, staging)
+        save_model_and_tokenizer(model, tokenizer, staging)
         card.save(staging / "README.md")
     if space_folder is not None:
         save_space(model, tokenizer, space_folder, card)
     return folder
 
 
-def save_with_pipeline(model, tokenizer, folder: Path):
-    """model.save_pretrained and tokenizer.save_pretrained into `folder`, with the translation pipeline's code and
-    config.json's `custom_pipelines` (as the library's Pipeline.save_pretrained writes them for a registered
-    pipeline), and `AutoModel` in `auto_map` (the library writes the saved class's entry only)."""
+def save_model_and_tokenizer(model, tokenizer, folder: Path):
+    """model.save_pretrained and tokenizer.save_pretrained into `folder`, with `AutoModel` in config.json's
+    `auto_map` beside the head's own entry (the library writes the saved class's entry only)."""
     module = Path(modeling_tiny_transformer.__file__).stem
-    model.config.auto_map = {
-        **(getattr(model.config, "auto_map", None) or {}),
-        "AutoModel": f"{module}.{TinyTransformerModel.__name__}",
-    }
-    implementation = f"{TranslationPipeline.__module__.rsplit('.', 1)[-1]}.{TranslationPipeline.__name__}"
-    model.config.custom_pipelines = {
-        PIPELINE_TASK: {"impl": implementation, "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}
-    }
+    base_model = f"{module}.{TinyTransformerModel.__name__}"
+    model.config.auto_map = {**(getattr(model.config, "auto_map", None) or {}), "AutoModel": base_model}
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    custom_object_save(TranslationPipeline, folder)  # its file, and the files it imports
 
 
 SPACE_APP = '''"""The demo page of the model in this folder: `tiny-transformer app`."""
@@ -201,7 +189,7 @@ def save_space(model, tokenizer, folder: str | Path, card: ModelCard) -> Path:
     }
     folder = Path(folder)
     with staged_folder(folder) as staging:
-        save_with_pipeline(model, tokenizer, staging)
+        save_model_and_tokenizer(model, tokenizer, staging)
         (staging / "app.py").write_text(SPACE_APP)
         (staging / "requirements.txt").write_text("\n".join(SPACE_REQUIREMENTS + [f"gradio=={gradio_version}"]) + "\n")
         for source in [*package.rglob("*.py"), *package.rglob("*.json")]:

@@ -49,7 +49,7 @@ class TranslationPipeline(Pipeline):
     def __call__(self, text: str | list[str] | Iterable[str], **kwargs):
         """Translate one text or a list of texts; or, as transformers' pipelines take them, the texts of any other
         iterable (a generator, a dataset's column): then the translations come one text at a time, as a generator."""
-        if not isinstance(text, (str, list, tuple)) and isinstance(text, Iterable):
+        if not isinstance(text, (str, bytes, list, tuple)) and isinstance(text, Iterable):
             return (self(item, **kwargs) for item in text)
         texts = texts_of(text)
         generation_settings(**{name: kwargs.get(name) for name in ("num_beams", "length_penalty", "max_new_tokens")})

@@ -19,23 +19,18 @@ import torch
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
 
 # What save_pretrained writes for a model: config, generation config, safetensors weights, and the code files (the
-# remote code: the modeling and configuration files, and what they import).
+# remote code: the modeling and configuration files, and what they import: the pipeline and its text handling).
 MODEL_FOLDER_FILES = {
     "config.json",
     "generation_config.json",
     "model.safetensors",
     "configuration_tiny_transformer.py",
     "modeling_tiny_transformer.py",
-}
-# What save_for_hub (train.py's hub folder) writes besides: the tokenizer, the translation pipeline and the text
-# handling it imports, and the model card.
-HUB_FOLDER_FILES = MODEL_FOLDER_FILES | {
-    "tokenizer.json",
-    "tokenizer_config.json",
     "pipeline_tiny_transformer.py",
     "text_tiny_transformer.py",
-    "README.md",
 }
+# What save_for_hub (train.py's hub folder) writes besides: the tokenizer and the model card.
+HUB_FOLDER_FILES = MODEL_FOLDER_FILES | {"tokenizer.json", "tokenizer_config.json", "README.md"}
 
 TINY = dict(
     vocab_size=50,

@@ -123,8 +123,8 @@ def test_the_library_has_no_import_cycle():
 
 
 def test_a_saved_model_carries_only_what_loading_it_needs(tmp_path):
-    """A plain save: config, modeling and their files; no folder writer, no ctypes. The Hub folder adds the
-    pipeline and the text handling it imports, and neither of those imports ctypes either."""
+    """A plain save: config, modeling, the pipeline and the text handling it imports; no folder writer, no ctypes.
+    The Hub folder adds the tokenizer, the card and AutoModel in auto_map."""
     from hf_tiny_transformer import model_card, save_for_hub
     from hf_tiny_transformer.data.tokenizer import train_tokenizer
 
@@ -147,4 +147,5 @@ def test_a_saved_model_carries_only_what_loading_it_needs(tmp_path):
     config = json.loads((tmp_path / "hub" / "config.json").read_text())
     assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_tiny_transformer.TranslationPipeline"
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM"}
-    assert json.loads((tmp_path / "plain" / "config.json").read_text()).get("custom_pipelines") is None
+    plain = json.loads((tmp_path / "plain" / "config.json").read_text())
+    assert set(plain["auto_map"]) == {"AutoConfig", "AutoModelForSeq2SeqLM"} and plain["custom_pipelines"]

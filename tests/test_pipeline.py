@@ -104,6 +104,14 @@ def test_empty_text_gives_an_empty_translation(text_model, tokenizer):
     assert mixed[1] == translate(TEXTS[0])[0]
 
 
+def test_a_generator_of_texts_gives_a_generator_of_translations(text_model, tokenizer):
+    """As transformers' pipelines take them (no stricter than the library): one translation a text, as they come."""
+    translate = TranslationPipeline(model=text_model, tokenizer=tokenizer, max_new_tokens=8)
+    results = translate(text for text in TEXTS[:2])
+    assert not isinstance(results, list)
+    assert list(results) == [translate(TEXTS[0]), translate(TEXTS[1])]
+
+
 @pytest.mark.parametrize("bad", [None, 42, ["fine", None], b"bytes"])
 def test_non_string_input_is_a_type_error_naming_the_argument(text_model, tokenizer, bad):
     translate = TranslationPipeline(model=text_model, tokenizer=tokenizer)

