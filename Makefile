@@ -14,11 +14,17 @@ TRAIN_FLAGS ?=
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The browser page's libraries (transformers.js, onnxruntime-web) come from npm, pinned by its lock file; no
+# install scripts run (they would fetch onnxruntime-node's binaries, which the page does not use).
+PAGE := hf_tiny_transformer/browser
+
+$(VENV)/.installed: pyproject.toml $(PAGE)/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e ".[dev]"
+	if command -v npm >/dev/null; then npm ci --prefix $(PAGE) --ignore-scripts --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the browser page's libraries are not installed (its test is skipped)"; fi
 	touch $@
 
 # The suite, after the code's style: ruff's checks and its formatting, as configured in pyproject.toml.

@@ -20,7 +20,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from .errors import UsageError, first_line
 
-EXPORT_FILES = {"model.bin": "CTranslate2"}  # a serving export's weights file -> its engine
+EXPORT_FILES = {"model.bin": "CTranslate2", "onnx/encoder_model.onnx": "ONNX"}  # a serving export's file -> its engine
 
 
 def load_model_folder(name: str, trust_remote_code: bool = False, **model_kwargs):

@@ -155,10 +155,11 @@ def test_the_demo_page_translates_a_long_text_whole_and_says_so(model, tokenizer
     from hf_tiny_transformer.demo.app import Demo
 
     demo = Demo(model, tokenizer)
-    translation, picture, note = demo.translate_and_draw(DOCUMENTS["en"], "cross", 1)
+    *growing, (translation, picture, note) = demo.translate_and_draw(DOCUMENTS["en"], "cross", 1)
+    assert growing and all(picture is None for _, picture, _ in growing)  # the translation grew, then the picture
     assert translation == TransformersTranslator(model, tokenizer).translate([DOCUMENTS["en"]])[0]
     assert "translated in 12 pieces, sentence by sentence" in note and picture.size[0] > 100
-    assert demo.translate_and_draw("  ", "cross", 1) == ("", None, "")
+    assert list(demo.translate_and_draw("  ", "cross", 1)) == [("", None, "")]
 
 
 def test_english_output_is_cased_unless_the_generation_config_says_no(model, tokenizer):

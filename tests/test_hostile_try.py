@@ -173,7 +173,7 @@ def test_an_engine_that_does_not_exist_is_refused(trained_demo_model):
 
 def test_a_compute_type_the_transformers_engine_cannot_use_is_refused(trained_demo_model):
     result = run_command("translate", "--model", str(trained_demo_model), "--compute_type", "int8", "I eat cake.")
-    assert_one_line_error(result, "--compute_type int8 applies to --engine ctranslate2")
+    assert_one_line_error(result, "--compute_type int8 applies to the exports (--engine ctranslate2 or onnx)")
 
 
 def test_resuming_a_run_that_reached_max_steps_trains_nothing_and_leaves_its_model(demo_files, tmp_path):

@@ -175,7 +175,7 @@ def test_the_demo_page_takes_a_model_of_any_shape(tokenizer):
         (slider,) = [block for block in app.blocks.values() if isinstance(block, gr.Slider)]
         assert (slider.value, slider.maximum, slider.visible) == (layers - 1, max(layers - 1, 1), layers > 1)
         for kind in ("encoder", "decoder", "cross"):
-            _, image, _ = Demo(model, tokenizer).translate_and_draw("I eat cake.", kind, layers - 1)
+            *_, (_, image, _) = Demo(model, tokenizer).translate_and_draw("I eat cake.", kind, layers - 1)
             assert isinstance(image, Image.Image) and image.width > 100, (layers, kind)
 
 

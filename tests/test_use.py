@@ -162,7 +162,10 @@ def test_the_demo_page_translates_and_draws_through_its_api(demo_page):
     from PIL import Image
 
     url, model, tokenizer = demo_page
-    translation, image, note = Client(url, verbose=False).predict("I eat cake.", "cross", 1, api_name="/translate")
+    job = Client(url, verbose=False).submit("I eat cake.", "cross", 1, api_name="/translate")
+    translation, image, note = job.result()
+    growing = [output[0] for output in job.outputs()[:-1]]  # the translation as the page showed it growing
+    assert growing and all(translation.startswith(text) and text != translation for text in growing[:1])
     assert translation == TransformersTranslator(model, tokenizer).translate(["I eat cake."])[0] and note == ""
     assert translation.endswith("。")
     with Image.open(image) as picture:
@@ -203,7 +206,8 @@ def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo
         "import json, os\nimport hf_tiny_transformer  # the folder's copy: python -c puts the working folder first\n"
         "assert hf_tiny_transformer.__file__.startswith(os.getcwd()), hf_tiny_transformer.__file__\n"
         "from hf_tiny_transformer.loading import load_model_folder\nfrom hf_tiny_transformer.demo.app import Demo\n"
-        "translation, picture, note = Demo(*load_model_folder('.')).translate_and_draw('I eat cake.', 'cross', 1)\n"
+        "demo = Demo(*load_model_folder('.'))\n"
+        "*_, (translation, picture, note) = demo.translate_and_draw('I eat cake.', 'cross', 1)\n"
         "print(json.dumps([translation, picture.size[0] > 200]))"
     )
     result = json.loads(run_without_package(script, cwd=space))

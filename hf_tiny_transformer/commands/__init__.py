@@ -18,6 +18,8 @@ PROG = "tiny-transformer"
 COMMANDS = {
     "translate": "translate texts, or every line of standard input",
     "export-ctranslate2": "export a saved model to CTranslate2, the fast inference engine",
+    "export-onnx": "export a saved model to ONNX, for onnxruntime and the browser page",
+    "browser-page": "write the page that translates in the browser, offline, for an ONNX export",
     "push-to-hub": "upload a folder saved for the Hub (model, code, tokenizer, model card)",
     "visualize": "pictures of the positional encoding and every attention head for one sentence",
     "app": "the demo page: translation and attention pictures in the browser (gradio)",

@@ -173,14 +173,15 @@ def engine_arguments(parser: argparse.ArgumentParser):
         "--engine",
         choices=list(ENGINES),
         default="transformers",
-        help="ctranslate2: --model is a folder written by `tiny-transformer export-ctranslate2`",
+        help="ctranslate2, onnx: --model is a folder written by `tiny-transformer export-ctranslate2` or `export-onnx`",
     )
     parser.add_argument("--device", default=best_device(), help="cpu, cuda, cuda:1, mps (default: the best there is)")
     parser.add_argument(
         "--compute_type",
         default="auto",
         help="with --engine ctranslate2: int8, float32, bfloat16, ... (default auto: the fastest this machine runs "
-        "within 0.5 BLEU of float32, int8 on x86 CPUs)",
+        "within 0.5 BLEU of float32, int8 on x86 CPUs); with --engine onnx: float32 or int8 (auto: int8 where the "
+        "export has it)",
     )
     trust_remote_code_argument(parser)
 
@@ -216,8 +217,8 @@ def load_translator_from(args, flag: str = "--model"):
         check_device(args.device)
     if args.engine == "transformers" and args.compute_type != "auto":
         raise UsageError(
-            f"--compute_type {args.compute_type} applies to --engine ctranslate2; the transformers engine computes in "
-            "the model's dtype (leave --compute_type out, or pass --engine ctranslate2 with an export)"
+            f"--compute_type {args.compute_type} applies to the exports (--engine ctranslate2 or onnx); the "
+            "transformers engine computes in the model's dtype (leave --compute_type out, or translate with an export)"
         )
     with about(flag if args.engine == "transformers" else f"--engine {args.engine} {flag}"):
         return load_translator(

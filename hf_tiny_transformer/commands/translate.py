@@ -8,7 +8,8 @@ Prints one translation per text (per line of standard input), in order. A text l
 is translated sentence by sentence and put back together (a line on stderr says so); a blank line gives a blank
 line. From standard input, lines are translated as they come: one at a time when a person types them, in batches of
 --batch_size from a file or a pipe, so that a file of any size is translated in constant memory. Lines end at "\\n"
-(or "\\r\\n") only, and a UTF-8 byte-order mark at the start is not text.
+(or "\\r\\n") only, and a UTF-8 byte-order mark at the start is not text. With --stream (for a person at a terminal),
+each translation is printed as it grows, token by token.
 """
 
 import io
@@ -36,6 +37,12 @@ def parse_args(argv=None):
         "--max_new_tokens", type=int, help="longest translation of a piece; default: twice the source, plus 10"
     )
     parser.add_argument("--batch_size", type=int, default=32, help="lines translated together from a file or pipe")
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="print each translation as it grows, token by token (greedy decoding; with beams, the final one): for "
+        "a person at a terminal",
+    )
     engine_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -47,7 +54,23 @@ def parse_args(argv=None):
         )
     except ValueError as error:
         raise UsageError(f"--{first_line(error)}") from None
+    if args.stream and args.engine == "ctranslate2":
+        raise UsageError("--stream works with --engine transformers or onnx; CTranslate2 translates whole sentences")
     return args
+
+
+def print_growing(translations) -> None:
+    """Print a translation as it grows: what each new text adds to the last, or the whole line again where an
+    earlier part changed (casing at a sentence start)."""
+    shown = ""
+    for text in translations:
+        if text.startswith(shown):
+            sys.stdout.write(text[len(shown) :])
+        else:
+            sys.stdout.write("\r" + text)
+        sys.stdout.flush()
+        shown = text
+    sys.stdout.write("\n")
 
 
 def batches(lines, size: int):
@@ -72,8 +95,14 @@ def main(argv=None) -> int:
         print("Type a text and press Enter (Ctrl-D to stop):", file=sys.stderr)
     try:
         with decoding_limits():
-            for batch in batches(args.text or sys.stdin, 1 if interactive else args.settings["batch_size"]):
-                print("\n".join(translator.translate(batch, **args.settings)), flush=True)
+            for batch in batches(
+                args.text or sys.stdin, 1 if interactive or args.stream else args.settings["batch_size"]
+            ):
+                if args.stream:
+                    settings = {name: value for name, value in args.settings.items() if name != "batch_size"}
+                    print_growing(translator.stream(batch[0], **settings))
+                else:
+                    print("\n".join(translator.translate(batch, **args.settings)), flush=True)
     except UnicodeDecodeError:
         raise UsageError("standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8") from None
     except KeyboardInterrupt:

@@ -64,10 +64,20 @@ class Demo:
 
     def translate_and_draw(self, source: str, kind: str, layer: int):
         """The translation of `source` (sentence by sentence, as every front door does), every head of `kind`
-        attention in `layer` for its first piece as a picture, and a note when the text was split."""
+        attention in `layer` for its first piece as a picture, and a note when the text was split. A generator, as
+        gradio streams one: the translation as it grows, token by token (greedy decoding; with beams, the final
+        one), then the translation with the picture and the note."""
         if not source.strip():
-            return "", None, ""
-        translation = self.translator.translate([source])[0]
+            yield "", None, ""
+            return
+        translation = ""
+        for translation in self.translator.stream(source):
+            yield translation, None, ""
+        yield (translation, *self.heatmap_and_note(source, translation, kind, layer))
+
+    def heatmap_and_note(self, source: str, translation: str, kind: str, layer: int):
+        """The picture of `kind` attention in `layer` for the first piece of `source` and its translation (as the
+        model reads it, teacher-forced), and a note when the text was split."""
         pieces = self.pieces(source)
         note = ""
         if len(pieces) > 1:
@@ -75,12 +85,11 @@ class Demo:
                 f"The text was translated in {len(pieces)} pieces, sentence by sentence, as the model was trained "
                 f"(at most {self.translator.max_positions} tokens at once). The heatmap shows the first piece."
             )
-        # the heatmap is of the translation shown (of its first piece), as the model reads it teacher-forced
         first = translation if len(pieces) == 1 else self.translator.translate([pieces[0]])[0]
         attention = attention_weights(self.model, self.tokenizer, pieces[0], target=first)
         layer = min(int(layer), len(attention.weights(kind)) - 1)
         heads = list(range(attention.weights(kind)[layer].shape[0]))
-        return translation, picture(draw_heads(attention, kind, layer, heads)), note
+        return picture(draw_heads(attention, kind, layer, heads)), note
 
     def pieces(self, source: str) -> list[str]:
         """The pieces the translator cuts `source` into."""
@@ -127,8 +136,9 @@ def build_app(model, tokenizer, examples: list[str] | None = None):
     return app
 
 
-def chromium(headless: bool = True):
-    """Selenium's Chrome driver on Debian's Chromium, with the flags a machine without a screen or a network needs."""
+def chromium(headless: bool = True, extra_flags: list[str] = ()):
+    """Selenium's Chrome driver on Debian's Chromium, with the flags a machine without a screen or a network needs
+    (and `extra_flags`)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -144,6 +154,7 @@ def chromium(headless: bool = True):
         "--disable-sync",
         "--window-size=1280,1400",
         f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}",
+        *extra_flags,
     ):
         options.add_argument(flag)
     if headless:

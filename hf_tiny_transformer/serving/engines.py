@@ -13,6 +13,7 @@ from .translator import TransformersTranslator, Translator
 ENGINES = {
     "transformers": "a folder saved with save_pretrained, in transformers",
     "ctranslate2": "a folder written by export_ctranslate2 (tiny-transformer export-ctranslate2), in CTranslate2",
+    "onnx": "a folder written by export_onnx (tiny-transformer export-onnx), in onnxruntime",
 }
 
 
@@ -23,16 +24,18 @@ def load_translator(
     trust_remote_code: bool = False,
     compute_type: str = "auto",
 ) -> Translator:
-    """A translator for `folder` with `engine` (one of ENGINES; CTranslate2 computes in `compute_type`); a
+    """A translator for `folder` with `engine` (one of ENGINES; the exports compute in `compute_type`); a
     UsageError in one line, naming the folder, when it cannot be loaded, or the engine or the device is not there."""
     if engine not in ENGINES:
         raise UsageError(f"{folder}: engine {engine!r} is not one of {', '.join(ENGINES)}")
     check_device(device)
-    if engine == "ctranslate2":
-        from .ctranslate2 import CTranslate2Translator
-
+    if engine != "transformers":
+        if engine == "ctranslate2":
+            from .ctranslate2 import CTranslate2Translator as EngineTranslator
+        else:
+            from .onnx import OnnxTranslator as EngineTranslator
         try:
-            return CTranslate2Translator(folder, device=device, compute_type=compute_type)
+            return EngineTranslator(folder, device=device, compute_type=compute_type)
         except (ImportError, ValueError, OSError, RuntimeError) as error:
             raise UsageError(f"{folder}: {first_line(error)}") from None
     model, tokenizer = load_model_folder(folder, trust_remote_code)

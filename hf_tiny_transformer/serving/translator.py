@@ -13,12 +13,20 @@ given come from the model's generation config (`tune_decoding.py` chooses them o
 """
 
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 
 import torch
 from tqdm.auto import tqdm
 
-from ..text_tiny_transformer import generation_settings, texts_of, translate_in_pieces
+from ..text_tiny_transformer import (
+    generation_settings,
+    guess_language,
+    put_together,
+    segments,
+    texts_of,
+    translate_in_pieces,
+)
 
 # The longest translation generated for a source of n tokens: LENGTH_RATIO n + LENGTH_OFFSET (fairseq's max_len_a and
 # max_len_b), capped by the positional table.
@@ -170,6 +178,50 @@ class TransformersTranslator(Translator):
             # max_length so that it replaces the saved generation config's max_length instead of clashing
             output = self.model.generate(**inputs, max_length=limit + 1, num_beams=beams, length_penalty=penalty)
         return self.tokenizer.batch_decode(output, skip_special_tokens=True)
+
+    def stream(
+        self,
+        text: str,
+        *,
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        max_new_tokens: int | None = None,
+    ) -> Iterator[str]:
+        """The translation of one text as it grows: the text so far after every new token (greedy decoding, one
+        sentence after the other, each put together as `translate` does), the last one the translation itself.
+        Beam search keeps its hypotheses to the end: with beams, only the final translation."""
+        from transformers import TextIteratorStreamer
+
+        settings = generation_settings(
+            num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens
+        )
+        if self.decoding(settings.get("num_beams"), None)[0] > 1:
+            yield self.translate([text], **settings)[0]
+            return
+        config = self.generation_config
+        source_lang = getattr(config, "source_lang", None) or guess_language(text)
+        target_lang, casing = getattr(config, "target_lang", None), getattr(config, "english_casing", None)
+        count = lambda piece: len(self.tokenizer(piece)["input_ids"])  # noqa: E731
+        plan = segments(text, source_lang, count, self.max_positions)
+        done: list[str] = []
+        for segment in plan:
+            inputs = self.tokenizer([segment.text], truncation=True, max_length=self.max_positions, return_tensors="pt")
+            limit = generation_limit(inputs["input_ids"].shape[1], self.max_positions, settings.get("max_new_tokens"))
+            streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
+            arguments = {**inputs.to(self.model.device), "max_length": limit + 1, "num_beams": 1, "streamer": streamer}
+            worker = threading.Thread(target=self.generate, kwargs=arguments)
+            worker.start()
+            partial = ""
+            for new in streamer:
+                partial += new
+                yield put_together([*done, partial], plan[: len(done) + 1], target_lang, casing)
+            worker.join()
+            done.append(partial.strip())
+        yield put_together(done, plan, target_lang, casing) if plan else ""
+
+    def generate(self, **arguments):
+        with torch.inference_mode():
+            self.model.generate(**arguments)
 
 
 __all__ = [

@@ -1,0 +1,39 @@
+"""Write the page that translates in the browser (HTML and JavaScript, no server-side code) for an ONNX export.
+
+    tiny-transformer export-onnx --model runs/demo/hub --output_dir runs/demo/onnx --quantization int8
+    tiny-transformer browser-page --model runs/demo/onnx --output_dir runs/demo/page
+    python -m http.server --directory runs/demo/page 8000        # then open http://localhost:8000
+
+The folder holds the page, transformers.js and onnxruntime-web (from npm, pinned: `npm ci --prefix
+hf_tiny_transformer/browser --ignore-scripts`, which make runs) and the model; it translates offline once loaded,
+and can be uploaded as a static Hugging Face Space as it is (its README.md has the header). Written all or nothing.
+"""
+
+from pathlib import Path
+
+from ..errors import ArgumentParser, UsageError
+from .shared import check_output
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(prog="tiny-transformer browser-page", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="a folder written by tiny-transformer export-onnx")
+    parser.add_argument("--output_dir", required=True, help="the folder for the page")
+    parser.add_argument("--overwrite", action="store_true", help="replace a page already in --output_dir")
+    args = parser.parse_args(argv)
+    model = Path(args.model)
+    if not (model / "onnx" / "encoder_model.onnx").is_file():
+        raise UsageError(f"--model {model} is not a folder written by tiny-transformer export-onnx; export one first")
+    check_output(args.output_dir, kind="folder", flag="--output_dir", inputs=(args.model,), overwrite=args.overwrite)
+    if not args.overwrite and Path(args.output_dir).is_dir() and any(Path(args.output_dir).iterdir()):
+        raise UsageError(f"--output_dir {args.output_dir} is not empty; pass --overwrite to replace it")
+    return args
+
+
+def main(argv=None) -> int:
+    from ..serving.browser import write_browser_page
+
+    args = parse_args(argv)
+    folder = write_browser_page(args.model, args.output_dir)
+    print(f"wrote the page to {folder}; serve it with: python -m http.server --directory {folder} 8000")
+    return 0

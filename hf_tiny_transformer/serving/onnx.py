@@ -1,0 +1,334 @@
+"""ONNX export of a saved model, and onnxruntime as the third engine of the translator interface.
+
+    folder = export_onnx(model, tokenizer, "runs/demo/onnx", quantization="int8")
+    translator = OnnxTranslator("runs/demo/onnx")            # or load_translator(folder, engine="onnx")
+    translator.translate(["I like green tea."], num_beams=4)
+
+The folder is laid out as transformers.js and Optimum lay out an encoder-decoder for onnxruntime:
+`onnx/encoder_model.onnx` (input_ids, attention_mask -> last_hidden_state) and `onnx/decoder_model_merged.onnx`
+(one decoder step over the new tokens: input_ids, encoder_attention_mask, encoder_hidden_states and the keys and
+values of the earlier steps, `past_key_values.{i}.decoder.key|value`, which are empty at the first step -> logits
+and `present.{i}.decoder.*`, `present.{i}.encoder.*`), with `_quantized` variants (onnxruntime's dynamic int8
+quantization of the weights) where asked; batch and lengths are dynamic. "Merged": one graph serves the first step
+and the later ones (it recomputes the cross-attention keys and values from the encoder output at every step, a
+small cost at these sizes, rather than branching). Beside them: the tokenizer, the generation config, a config.json
+that names the architecture as transformers.js knows it (`marian`: MarianMTModel is this architecture,
+hf_tiny_transformer.marian converts exactly), and this package's settings (hf_tiny_transformer.json). The graphs
+are traced from the model's own code (the eager attention path, float32) with torch.onnx's exporter, and the folder
+is written all or nothing. Needs the [onnx] extra (onnx, onnxscript, onnxruntime).
+
+In Python the export translates through transformers' own `generate()`: `OnnxSeq2SeqLM` is a model whose forward
+runs the two graphs, so greedy search, beam search and sampling are the library's, and the tokens equal those of
+the model in PyTorch (tests/test_onnx.py).
+"""
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import torch
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+
+from ..configuration_tiny_transformer import TinyTransformerConfig
+from ..saving import staged_folder
+from .translator import TransformersTranslator, hypothesis_bytes
+
+SETTINGS_FILE = "hf_tiny_transformer.json"
+ENCODER, DECODER = "onnx/encoder_model", "onnx/decoder_model_merged"
+QUANTIZED = "_quantized"  # transformers.js's name for the int8 variant of a graph
+# config.json's fields for transformers.js, taken from the model's config as they are (Marian's names are ours)
+MARIAN_FIELDS = (
+    "vocab_size d_model encoder_layers decoder_layers encoder_attention_heads decoder_attention_heads encoder_ffn_dim "
+    "decoder_ffn_dim max_position_embeddings scale_embedding pad_token_id bos_token_id eos_token_id "
+    "decoder_start_token_id"
+).split()
+
+
+def onnx_packages():
+    """onnxruntime and onnx, or an ImportError that says how to install them."""
+    try:
+        import onnx
+        import onnxruntime
+    except ImportError as error:
+        raise ImportError(
+            "The ONNX export needs onnx and onnxruntime: pip install 'hf-tiny-transformer[onnx]'."
+        ) from error
+    return onnx, onnxruntime
+
+
+class EncoderGraph(torch.nn.Module):
+    """What encoder_model.onnx computes: the encoder's last hidden state (B, S, D)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.encoder = model.model.encoder
+
+    def forward(self, input_ids, attention_mask):
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+class DecoderStepGraph(torch.nn.Module):
+    """What decoder_model_merged.onnx computes: one step of the decoder over the new tokens (B, t), given the keys
+    and values of the earlier steps (B, H, past, Dh) per layer: the logits (B, t, V) and every layer's keys and
+    values after the step, the self-attention's (B, H, past + t, Dh) and the cross-attention's (B, H, S, Dh)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.config, self.decoder, self.lm_head = model.config, model.model.decoder, model.lm_head
+
+    def forward(self, input_ids, encoder_attention_mask, encoder_hidden_states, *past):
+        layers = self.config.decoder_layers
+        earlier = DynamicCache(config=self.config)
+        for layer in range(layers):
+            earlier.update(past[2 * layer], past[2 * layer + 1], layer)
+        cache = EncoderDecoderCache(earlier, DynamicCache(config=self.config))
+        hidden = self.decoder(
+            input_ids=input_ids,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            cache=cache,
+            use_cache=True,
+        ).last_hidden_state  # (B, t, D)
+        present = [
+            tensor
+            for stack in (cache.self_attention_cache, cache.cross_attention_cache)
+            for layer in stack.layers
+            for tensor in (layer.keys, layer.values)
+        ]
+        return (self.lm_head(hidden), *present)
+
+
+def cache_names(prefix: str, layers: int, parts: tuple[str, ...] = ("decoder",)) -> list[str]:
+    """past_key_values.0.decoder.key, past_key_values.0.decoder.value, ... (transformers.js's names)."""
+    return [f"{prefix}.{layer}.{part}.{kind}" for part in parts for layer in range(layers) for kind in ("key", "value")]
+
+
+def export_graphs(model, folder: Path):
+    """The two graphs, traced from a float32 copy of `model` with its eager attention (sdpa's causal flag is a
+    Python bool, which tracing cannot follow)."""
+    import warnings
+
+    model = copy.deepcopy(model).float().eval()
+    model.set_attn_implementation("eager")
+    (folder / "onnx").mkdir(parents=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"torch\.onnx")  # the exporter's notes on how it named the axes
+        export_encoder(model, folder / f"{ENCODER}.onnx")
+        export_decoder_step(model, folder / f"{DECODER}.onnx")
+
+
+def example_source(config) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids (2, 4) and their mask: lengths above 1, so that the tracer takes no length for a constant."""
+    input_ids = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]]) % config.vocab_size
+    return input_ids, (input_ids != config.pad_token_id).long()
+
+
+def axes():
+    """The dynamic axes: batch, source length, new target tokens, earlier target tokens (0 at the first step)."""
+    from torch.export import Dim
+
+    return (Dim("batch_size"), Dim("encoder_sequence_length"), Dim("decoder_sequence_length"),
+            Dim("past_sequence_length", min=0))  # fmt: skip
+
+
+def export_encoder(model, path: Path):
+    batch, source, _, _ = axes()
+    torch.onnx.export(
+        EncoderGraph(model), example_source(model.config), path, dynamo=True, external_data=False, verbose=False,
+        input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
+        dynamic_shapes={"input_ids": {0: batch, 1: source}, "attention_mask": {0: batch, 1: source}},
+    )  # fmt: skip
+
+
+def export_decoder_step(model, path: Path):
+    config = model.config
+    heads, layers = config.decoder_attention_heads, config.decoder_layers
+    batch, source, target, past_length = axes()
+    input_ids, attention_mask = example_source(config)
+    with torch.no_grad():
+        memory = EncoderGraph(model)(input_ids, attention_mask)  # (B, S, D)
+    past = [torch.zeros(2, heads, 3, config.d_model // heads) for _ in range(2 * layers)]  # (B, H, past, Dh)
+    decoder_ids = torch.tensor([[1, 5], [1, 6]]) % config.vocab_size  # (B, t)
+    inputs = ["input_ids", "encoder_attention_mask", "encoder_hidden_states", *cache_names("past_key_values", layers)]
+    torch.onnx.export(
+        DecoderStepGraph(model), (decoder_ids, attention_mask, memory, *past), path, dynamo=True,
+        external_data=False, verbose=False,
+        input_names=inputs, output_names=["logits", *cache_names("present", layers, ("decoder", "encoder"))],
+        dynamic_shapes={"input_ids": {0: batch, 1: target}, "encoder_attention_mask": {0: batch, 1: source},
+                        "encoder_hidden_states": {0: batch, 1: source},
+                        "past": tuple({0: batch, 2: past_length} for _ in range(2 * layers))},
+    )  # fmt: skip
+
+
+def quantize_graphs(folder: Path):
+    """The `_quantized` variant of each graph: onnxruntime's dynamic quantization, int8 weights."""
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its advice to pre-process the graphs first goes to the root logger
+    try:
+        for graph in (ENCODER, DECODER):
+            quantize_dynamic(folder / f"{graph}.onnx", folder / f"{graph}{QUANTIZED}.onnx", weight_type=QuantType.QInt8)
+    finally:
+        root.setLevel(level)
+
+
+def transformers_js_config(config) -> dict:
+    """config.json for transformers.js: the architecture under the name it knows (marian), with our sizes."""
+    fields = {name: getattr(config, name) for name in MARIAN_FIELDS}
+    return {"model_type": "marian", "architectures": ["MarianMTModel"], "is_encoder_decoder": True, **fields}
+
+
+def export_onnx(model, tokenizer, output_dir: str | os.PathLike, quantization: str | None = None) -> Path:
+    """Write `model` as an ONNX folder (see the module), with its tokenizer and generation config, all or nothing.
+
+    Args:
+        quantization: None or "float32" (the graphs as traced), or "int8" (the `_quantized` variants too).
+
+    Raises:
+        ValueError: the model is not this package's, or `quantization` is not one of those.
+    """
+    onnx_packages()
+    if getattr(model.config, "model_type", None) != TinyTransformerConfig.model_type:
+        raise ValueError(f"export_onnx exports hf-tiny-transformer models, not {type(model).__name__}")
+    if quantization not in (None, "float32", "int8"):
+        raise ValueError(f"quantization must be float32 or int8, not {quantization!r}")
+    config = model.config
+    with staged_folder(output_dir) as staging:
+        export_graphs(model, staging)
+        if quantization == "int8":
+            quantize_graphs(staging)
+        tokenizer.save_pretrained(staging)
+        model.generation_config.save_pretrained(staging)
+        (staging / "config.json").write_text(json.dumps(transformers_js_config(config), indent=2) + "\n")
+        settings = {
+            "engine": "onnx",
+            "config": config.to_dict(),
+            "quantization": quantization or "float32",
+            "hypothesis_bytes": hypothesis_bytes(
+                config.vocab_size, config.max_position_embeddings, config.decoder_layers, config.d_model
+            ),
+        }
+        (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
+    return Path(output_dir)
+
+
+class EncoderSession(torch.nn.Module):
+    """The encoder graph as generate() calls an encoder: BaseModelOutput(last_hidden_state (B, S, D))."""
+
+    main_input_name = "input_ids"
+
+    def __init__(self, session):
+        super().__init__()
+        self.session = session
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs) -> BaseModelOutput:
+        feeds = {"input_ids": input_ids.cpu().numpy(), "attention_mask": attention_mask.cpu().numpy()}
+        return BaseModelOutput(last_hidden_state=torch.from_numpy(self.session.run(None, feeds)[0]))
+
+
+class OnnxSeq2SeqLM(PreTrainedModel, GenerationMixin):
+    """A model whose forward runs the exported graphs, so that transformers' generate() decodes with them. The
+    keys and values of the earlier steps travel in the library's own cache (beam search reorders them there)."""
+
+    config_class = TinyTransformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _supports_sdpa = True  # the library asks; the graphs have their attention inside
+
+    def __init__(self, config, encoder_session, decoder_session):
+        super().__init__(config)
+        self.encoder = EncoderSession(encoder_session)
+        self.decoder_session = decoder_session
+        self.past_names = [item.name for item in decoder_session.get_inputs()][3:]
+        # no weights here: a parameter of no size gives the library the device and dtype of the outputs
+        self.placeholder = torch.nn.Parameter(torch.zeros(0), requires_grad=False)
+        self.post_init()
+
+    def get_encoder(self):
+        return self.encoder
+
+    def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, encoder_outputs=None, cache=None,
+                use_cache=None, **kwargs) -> Seq2SeqLMOutput:  # fmt: skip
+        """One decoder step over `decoder_input_ids` (B, t): the logits (B, t, V) and the cache after it."""
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        config = self.config
+        heads = config.decoder_attention_heads
+        batch = decoder_input_ids.shape[0]
+        if cache is not None and cache.get_seq_length() > 0:
+            layers = cache.self_attention_cache.layers
+            past = [tensor.numpy() for layer in layers for tensor in (layer.keys, layer.values)]
+        else:  # the first step: no earlier keys and values
+            past = [torch.zeros(batch, heads, 0, config.d_model // heads).numpy() for _ in self.past_names]
+        feeds = {
+            "input_ids": decoder_input_ids.cpu().numpy(),
+            "encoder_attention_mask": attention_mask.cpu().numpy(),
+            "encoder_hidden_states": encoder_outputs.last_hidden_state.cpu().numpy(),
+            **dict(zip(self.past_names, past)),
+        }
+        logits, *present = (torch.from_numpy(array) for array in self.decoder_session.run(None, feeds))
+        layers = config.decoder_layers
+        earlier, cross = DynamicCache(config=config), DynamicCache(config=config)
+        for layer in range(layers):
+            earlier.update(present[2 * layer], present[2 * layer + 1], layer)
+            cross.update(present[2 * (layers + layer)], present[2 * (layers + layer) + 1], layer)
+        return Seq2SeqLMOutput(logits=logits, cache=EncoderDecoderCache(earlier, cross))
+
+
+def sessions(folder: Path, int8: bool, threads: int = 0):
+    """onnxruntime sessions of the encoder and decoder graphs (the `_quantized` ones with `int8`)."""
+    _, onnxruntime = onnx_packages()
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    suffix = QUANTIZED if int8 else ""
+    return [
+        onnxruntime.InferenceSession(str(folder / f"{graph}{suffix}.onnx"), options, providers=["CPUExecutionProvider"])
+        for graph in (ENCODER, DECODER)
+    ]
+
+
+class OnnxTranslator(TransformersTranslator):
+    """Translate with an export_onnx folder in onnxruntime (see `Translator` for what every translator does).
+
+    Args:
+        folder: a folder written by `export_onnx`.
+        device: "cpu" (onnxruntime's CPU provider).
+        compute_type: "float32" or "int8" (the `_quantized` graphs, where the folder has them); "auto": int8 where
+            the folder has it, as the browser page takes it, else float32; "default": the folder's own.
+        intra_threads: threads a translation uses (0: onnxruntime's default).
+    """
+
+    def __init__(
+        self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "auto", intra_threads: int = 0
+    ):
+        from transformers import AutoTokenizer, GenerationConfig
+
+        folder = Path(folder)
+        if not (folder / SETTINGS_FILE).is_file() or not (folder / f"{ENCODER}.onnx").is_file():
+            raise ValueError(f"{folder} is not a folder written by export_onnx (no {SETTINGS_FILE} or {ENCODER}.onnx)")
+        if torch.device(device).type != "cpu":
+            raise ValueError(f"the onnx engine runs on the CPU here, not {device!r}; pass --device cpu")
+        settings = json.loads((folder / SETTINGS_FILE).read_text())
+        has_int8 = (folder / f"{ENCODER}{QUANTIZED}.onnx").is_file()
+        if compute_type in ("auto", "default"):
+            compute_type = (
+                "int8" if has_int8 and (compute_type == "auto" or settings["quantization"] == "int8") else "float32"
+            )
+        if compute_type not in ("float32", "int8") or (compute_type == "int8" and not has_int8):
+            available = "float32 or int8" if has_int8 else "float32 (it was exported without --quantization int8)"
+            raise ValueError(f"compute type {compute_type!r} is not one {folder} has; pass {available}")
+        self.compute_type = compute_type
+        config = TinyTransformerConfig.from_dict(settings["config"])
+        model = OnnxSeq2SeqLM(config, *sessions(folder, compute_type == "int8", intra_threads))
+        model.generation_config = GenerationConfig.from_pretrained(folder)
+        super().__init__(model, AutoTokenizer.from_pretrained(folder))
+
+
+__all__ = ["export_onnx", "OnnxTranslator", "OnnxSeq2SeqLM", "ENCODER", "DECODER", "QUANTIZED"]
