@@ -93,9 +93,10 @@ def check_model_source(name: str):
         return
     for weights, engine in EXPORT_FILES.items():
         if (folder / weights).is_file() and not (folder / "model.safetensors").is_file():
+            article = "an" if engine[0] in "AEIOU" else "a"
             raise UsageError(
-                f"{name} is a {engine} export, not a model folder; translate with it with the {engine.lower()} "
-                f"engine (--engine {engine.lower()}), or pass the folder it was exported from"
+                f"{name} is {article} {engine} export, not a model folder; translate with it with the "
+                f"{engine.lower()} engine (--engine {engine.lower()}), or pass the folder it was exported from"
             )
     if not (folder / "config.json").is_file():
         raise UsageError(f"{name} has no config.json; pass a folder saved with save_pretrained")

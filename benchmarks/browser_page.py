@@ -1,0 +1,88 @@
+"""The page that translates in the browser, measured in headless Chromium on this machine: the export's size, the
+model's loading time, the first translation's time and the page's tokens/s, in float32 and in int8.
+
+    python benchmarks/browser_page.py --model runs/demo/hub [--rounds 3] [--screenshot docs/browser_page.png]
+
+For each dtype a fresh browser opens the page (written by `write_browser_page` for an `export_onnx` folder of the
+model, served on this machine, every other address unreachable), waits for the model, and translates the same
+three sentences --rounds times; the first translation is timed apart (it includes the WebAssembly's warm-up). The
+page decodes greedily, one sentence after another, on one thread. Writes runs/speed/browser_page.json.
+"""
+
+import argparse
+import functools
+import http.server
+import json
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.errors import at_least
+from hf_tiny_transformer.hardware import describe
+from hf_tiny_transformer.loading import load_model_folder
+from hf_tiny_transformer.saving import write_atomically
+from hf_tiny_transformer.serving.browser import use_page, write_browser_page
+from hf_tiny_transformer.serving.onnx import export_onnx
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "My mother really likes green tea. I didn't eat bread. She reads books."
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="runs/demo/hub")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--screenshot", type=Path, help="a PNG of the page after its first translation (int8)")
+    parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "browser_page.json")
+    args = parser.parse_args(argv)
+    at_least("--rounds", args.rounds, 1)
+    return args
+
+
+def serve(folder: Path) -> str:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *args: None
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{port}/index.html"
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    model, tokenizer = load_model_folder(args.model)
+    result = {"machine": describe(), "model": args.model, "text": TEXT}
+    with tempfile.TemporaryDirectory() as folder:
+        export = export_onnx(model, tokenizer, Path(folder) / "onnx", quantization="int8")
+        sizes = {name: sum(path.stat().st_size for path in (export / "onnx").glob(f"*{suffix}.onnx"))
+                 for name, suffix in (("float32", "model"), ("int8", "_quantized"))}  # fmt: skip
+        url = serve(write_browser_page(export, Path(folder) / "page"))
+        for dtype in ("fp32", "q8"):
+            runs = [use_page(f"{url}?dtype={dtype}", TEXT, screenshot=args.screenshot if dtype == "q8" else None)]
+            runs += [use_page(f"{url}?dtype={dtype}", TEXT) for _ in range(args.rounds - 1)]
+            result[dtype] = {
+                "load_seconds": statistics.median(r["load_seconds"] for r in runs),
+                "first_translation_seconds": statistics.median(r["seconds"] for r in runs),
+                "tokens_per_s": statistics.median(r["tokens"] / r["seconds"] for r in runs),
+                "translation": runs[0]["translation"],
+            }
+    result["export_bytes"] = sizes
+    print(f"{describe()}\n{args.model}: the export's graphs take {sizes['float32'] / 1e6:.1f} MB (float32), "
+          f"{sizes['int8'] / 1e6:.1f} MB (int8)")  # fmt: skip
+    print("| dtype | model loaded in | first translation | tokens/s |\n|---|---:|---:|---:|")
+    for dtype in ("fp32", "q8"):
+        r = result[dtype]
+        timing = f"{r['load_seconds']:.2f} s | {r['first_translation_seconds']:.2f} s"
+        print(f"| {dtype} | {timing} | {r['tokens_per_s']:.0f} |")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(args.output, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))

@@ -1,0 +1,107 @@
+"""Translation speed of every engine of the translator interface, and of transformers' MarianMTModel, on a saved
+model's test sentences: the path users get (`load_translator(...).translate(...)`, greedy).
+
+    python benchmarks/engines.py --model runs/demo/hub --source_file runs/demo/data/test.en [--rounds 5]
+
+The engines: transformers (the model as it is), onnxruntime float32 and int8 (an `export_onnx` folder), CTranslate2
+float32 and int8 (an `export_ctranslate2` folder), and MarianMTModel in transformers (the exact conversion,
+hf_tiny_transformer.marian.to_marian). Workloads: batch 1 (the first 32 sentences one at a time) and batch 32
+(every sentence). Each round runs every engine once, in turn, after a warm-up round; the table gives the mean
+sentences/s and new tokens/s over the rounds with the 95 % confidence interval of the mean (Student's t), and
+each engine's translations against the model's own (how many sentences differ). Tokens are those of the
+translations, re-tokenized. Writes runs/speed/engines.json.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.errors import UsageError, at_least
+from hf_tiny_transformer.hardware import describe
+from hf_tiny_transformer.loading import load_model_folder
+from hf_tiny_transformer.marian import to_marian
+from hf_tiny_transformer.saving import write_atomically
+from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
+from hf_tiny_transformer.serving.engines import load_translator
+from hf_tiny_transformer.serving.onnx import export_onnx
+from hf_tiny_transformer.serving.translator import TransformersTranslator
+
+ROOT = Path(__file__).resolve().parents[1]
+T_975 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}  # by sample size
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--model", default="runs/demo/hub", help="a saved model folder (make demo writes runs/demo/hub)"
+    )
+    parser.add_argument("--source_file", default="runs/demo/data/test.en", help="sentences to translate, one a line")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "engines.json")
+    args = parser.parse_args(argv)
+    at_least("--rounds", args.rounds, 2)
+    if not Path(args.source_file).is_file():
+        raise UsageError(f"--source_file {args.source_file} does not exist; run make demo, or pass a file")
+    return args
+
+
+def interval(values: list[float]) -> tuple[float, float]:
+    """The mean and the half-width of its 95 % confidence interval."""
+    mean = statistics.mean(values)
+    return mean, T_975.get(len(values), 1.96) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    model, tokenizer = load_model_folder(args.model)
+    sentences = Path(args.source_file).read_text(encoding="utf-8").splitlines()
+    with tempfile.TemporaryDirectory() as folder:
+        export_onnx(model, tokenizer, Path(folder) / "onnx", quantization="int8")
+        export_ctranslate2(model, tokenizer, Path(folder) / "ct2-float32", quantization="float32")
+        export_ctranslate2(model, tokenizer, Path(folder) / "ct2-int8", quantization="int8")
+        threads = torch.get_num_threads()
+        engines = {
+            "transformers": TransformersTranslator(model, tokenizer),
+            "onnxruntime float32": load_translator(f"{folder}/onnx", "onnx", compute_type="float32"),
+            "onnxruntime int8": load_translator(f"{folder}/onnx", "onnx", compute_type="int8"),
+            "ctranslate2 float32": load_translator(f"{folder}/ct2-float32", "ctranslate2", compute_type="float32"),
+            "ctranslate2 int8": load_translator(f"{folder}/ct2-int8", "ctranslate2", compute_type="int8"),
+            "Marian (transformers)": TransformersTranslator(to_marian(model).eval(), tokenizer),
+        }
+        workloads = {"batch 1": (sentences[:32], 1), "batch 32": (sentences, 32)}
+        seconds = {(engine, workload): [] for engine in engines for workload in workloads}
+        outputs = {}
+        for round_ in range(args.rounds + 1):  # the first round warms up
+            for workload, (texts, batch_size) in workloads.items():
+                for engine, translator in engines.items():
+                    start = time.perf_counter()
+                    outputs[engine, workload] = translator.translate(texts, batch_size=batch_size, num_beams=1)
+                    if round_:
+                        seconds[engine, workload].append(time.perf_counter() - start)
+    new_tokens = {key: sum(len(tokenizer(text)["input_ids"]) for text in output) for key, output in outputs.items()}
+    result = {"machine": describe(), "threads": threads, "model": args.model, "rounds": args.rounds, "engines": {}}
+    print(f"{describe()}\n{args.model}, {len(sentences)} sentences, {args.rounds} rounds, greedy")
+    print("| engine | workload | sentences/s | tokens/s | sentences not as transformers |\n|---|---|---:|---:|---:|")
+    for (engine, workload), times in seconds.items():
+        texts = workloads[workload][0]
+        sentences_per_s = interval([len(texts) / t for t in times])
+        tokens_per_s = interval([new_tokens[engine, workload] / t for t in times])
+        differ = sum(a != b for a, b in zip(outputs[engine, workload], outputs["transformers", workload]))
+        result["engines"][f"{engine}, {workload}"] = {"sentences_per_s": sentences_per_s, "tokens_per_s": tokens_per_s,
+                                                      "seconds": times, "differ": differ}  # fmt: skip
+        print(f"| {engine} | {workload} | {sentences_per_s[0]:.1f} ± {sentences_per_s[1]:.1f} | "
+              f"{tokens_per_s[0]:,.0f} ± {tokens_per_s[1]:,.0f} | {differ} of {len(texts)} |")  # fmt: skip
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(args.output, json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))
