@@ -66,8 +66,8 @@ def parse_args(argv=None):
     parser.add_argument("--tried", action="store_true", help="also what was tried and not kept")
     parser.add_argument("--worker", choices=[*STEPS, *TRIED], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    at_least("--batches", args.batches, 1)
-    at_least("--rounds", args.rounds, 1)
+    for flag, value in (("--batches", args.batches), ("--rounds", args.rounds)):
+        at_least(flag, value, 1)
     if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").is_file():
         raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
     return args

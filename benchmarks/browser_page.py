@@ -10,14 +10,10 @@ page decodes greedily, one sentence after another, on one thread. Writes runs/sp
 """
 
 import argparse
-import functools
-import http.server
 import json
-import socket
 import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 from hf_tiny_transformer.commands.shared import run
@@ -25,7 +21,7 @@ from hf_tiny_transformer.errors import at_least
 from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.saving import write_atomically
-from hf_tiny_transformer.serving.browser import use_page, write_browser_page
+from hf_tiny_transformer.serving.browser import served, use_page, write_browser_page
 from hf_tiny_transformer.serving.onnx import export_onnx
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,17 +39,6 @@ def parse_args(argv=None):
     return args
 
 
-def serve(folder: Path) -> str:
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    handler.log_message = lambda *args: None
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{port}/index.html"
-
-
 def main(argv=None) -> None:
     args = parse_args(argv)
     model, tokenizer = load_model_folder(args.model)
@@ -62,16 +47,16 @@ def main(argv=None) -> None:
         export = export_onnx(model, tokenizer, Path(folder) / "onnx", quantization="int8")
         sizes = {name: sum(path.stat().st_size for path in (export / "onnx").glob(f"*{suffix}.onnx"))
                  for name, suffix in (("float32", "model"), ("int8", "_quantized"))}  # fmt: skip
-        url = serve(write_browser_page(export, Path(folder) / "page"))
-        for dtype in ("fp32", "q8"):
-            runs = [use_page(f"{url}?dtype={dtype}", TEXT, screenshot=args.screenshot if dtype == "q8" else None)]
-            runs += [use_page(f"{url}?dtype={dtype}", TEXT) for _ in range(args.rounds - 1)]
-            result[dtype] = {
-                "load_seconds": statistics.median(r["load_seconds"] for r in runs),
-                "first_translation_seconds": statistics.median(r["seconds"] for r in runs),
-                "tokens_per_s": statistics.median(r["tokens"] / r["seconds"] for r in runs),
-                "translation": runs[0]["translation"],
-            }
+        with served(write_browser_page(export, Path(folder) / "page")) as url:
+            for dtype in ("fp32", "q8"):
+                runs = [use_page(f"{url}?dtype={dtype}", TEXT, screenshot=args.screenshot if dtype == "q8" else None)]
+                runs += [use_page(f"{url}?dtype={dtype}", TEXT) for _ in range(args.rounds - 1)]
+                result[dtype] = {
+                    "load_seconds": statistics.median(r["load_seconds"] for r in runs),
+                    "first_translation_seconds": statistics.median(r["seconds"] for r in runs),
+                    "tokens_per_s": statistics.median(r["tokens"] / r["seconds"] for r in runs),
+                    "translation": runs[0]["translation"],
+                }
     result["export_bytes"] = sizes
     print(f"{describe()}\n{args.model}: the export's graphs take {sizes['float32'] / 1e6:.1f} MB (float32), "
           f"{sizes['int8'] / 1e6:.1f} MB (int8)")  # fmt: skip

@@ -131,7 +131,7 @@ def load_part(auto_class, name: str, file: str, trust_remote_code: bool, **kwarg
         if "trust_remote_code" in str(error):
             raise UsageError(
                 f"{name} holds Python code of its own (config.json's auto_map); read it, then pass "
-                "--trust_remote_code (trust_remote_code=True in Python) to run it"
+                "--trust_remote_code to run it (trust_remote_code=True in Python)"
             ) from None
         raise UsageError(
             f"{name}: {file} cannot be loaded ({first_line(error)}); save the model again or copy the folder anew"

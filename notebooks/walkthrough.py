@@ -76,17 +76,10 @@ print("vocabulary:", len(tokenizer), "entries (4 special tokens, 256 bytes for u
 
 # %%
 config = TinyTransformerConfig(
-    vocab_size=len(tokenizer),
-    d_model=32,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_layers=2,
-    decoder_layers=2,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    max_position_embeddings=16,
-    dropout=0.0,
-)
+    vocab_size=len(tokenizer), d_model=32, max_position_embeddings=16, dropout=0.0,
+    encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=64,
+    decoder_layers=2, decoder_attention_heads=4, decoder_ffn_dim=64,
+)  # fmt: skip  # the encoder's sizes and the decoder's, a line each
 d_model, heads = config.d_model, config.encoder_attention_heads
 print(f"d_model {d_model}, {heads} heads of d_k = d_v = {d_model // heads}, feed-forward {config.encoder_ffn_dim}")
 assert d_model % heads == 0  # section 3.2.2: d_k = d_v = d_model / h
@@ -317,22 +310,29 @@ vocabulary_picture(probabilities, f"Before training: {japanese[0]}")
 # is the embedding matrix itself (section 3.4), so the one matrix learns, and the inputs move with it. The loss is
 # the model's own: cross-entropy over the labelled positions.
 
+
 # %%
+def train(parameters, learning_rate: float, steps: int) -> list[float]:
+    """Adam on `parameters` over the four pairs, one batch a step; the loss of each step."""
+    optimizer = torch.optim.Adam(parameters, lr=learning_rate)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        loss = model(input_ids=source_ids, attention_mask=source_mask, labels=labels).loss
+        losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    return losses
+
+
 for parameter in model.parameters():
     parameter.requires_grad_(False)
 model.lm_head.weight.requires_grad_(True)
 trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
 print("trained:", sum(p.numel() for p in trainable), "of", model.num_parameters(), "parameters")
-optimizer = torch.optim.Adam(trainable, lr=0.05)
-losses = []
-model.train()
-for _ in range(150):
-    loss = model(input_ids=source_ids, attention_mask=source_mask, labels=labels).loss
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    losses.append(loss.item())
-model.eval()
+losses = train(trainable, learning_rate=0.05, steps=150)
 print(f"loss {losses[0]:.2f} -> {losses[-1]:.2f}")
 assert losses[-1] < losses[0] / 2
 figure = matplotlib.figure.Figure(figsize=(6, 2.5), layout="constrained")
@@ -372,15 +372,8 @@ vocabulary_picture(probabilities, f"After training the output layer: {japanese[0
 # %%
 for parameter in model.parameters():
     parameter.requires_grad_(True)
-optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-model.train()
-for _ in range(100):
-    loss = model(input_ids=source_ids, attention_mask=source_mask, labels=labels).loss
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-model.eval()
-print(f"loss after training every layer: {loss.item():.4f}")
+losses = train(model.parameters(), learning_rate=0.01, steps=100)
+print(f"loss after training every layer: {losses[-1]:.4f}")
 generated = model.generate(input_ids=source_ids, attention_mask=source_mask, num_beams=1, max_new_tokens=15)
 translations = tokenizer.batch_decode(generated, skip_special_tokens=True)
 for source, translation in zip(english, translations):

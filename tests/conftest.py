@@ -148,6 +148,13 @@ AVX2 = frozenset({"fma", "avx2", "f16c"})  # no bfloat16 instructions
 MACHINES = {"amx": AMX, "avx512_bf16": AVX512_BF16, "avx2": AVX2}
 
 
+def fresh_python_number(code: str, argument: str) -> int:
+    """The whole number that `python -c code argument` prints, in a fresh interpreter (nothing set up by the
+    suite's own process: threads, allocator settings)."""
+    result = subprocess.run([sys.executable, "-c", code, argument], capture_output=True, text=True, check=True)
+    return int(result.stdout)
+
+
 def fake_cpuinfo(folder: Path, flags: frozenset[str], model: str = "Intel(R) Xeon(R) Platinum 8480+") -> Path:
     """A /proc/cpuinfo of one CPU with these flags, for `hardware.CPUINFO` (what the hardware detection reads)."""
     path = folder / "cpuinfo"

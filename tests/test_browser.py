@@ -4,17 +4,13 @@ unreachable: its translation of three sentences equals the Python translator's (
 token before it is final. Needs Debian's chromium and chromium-driver and the page's npm libraries, which .ci/run
 and make install; skipped elsewhere, failed under CI=true."""
 
-import functools
-import http.server
 import os
 import shutil
-import socket
-import threading
 
 import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_tiny_transformer.serving.browser import VENDOR, use_page, write_browser_page
+from hf_tiny_transformer.serving.browser import VENDOR, served, use_page, write_browser_page
 from hf_tiny_transformer.serving.translator import TransformersTranslator
 
 SENTENCES = "My mother really likes green tea. I didn't eat bread. She reads books."
@@ -42,15 +38,8 @@ def page(trained_demo_model, tmp_path_factory):
     )
     export_onnx(model, tokenizer, root / "onnx")
     site = write_browser_page(root / "onnx", root / "site")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    handler.log_message = lambda *args: None
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{port}/index.html", TransformersTranslator(model, tokenizer), site
-    server.shutdown()
+    with served(site) as url:
+        yield url, TransformersTranslator(model, tokenizer), site
 
 
 def test_the_page_translates_offline_as_the_python_translator_does(page):

@@ -8,7 +8,7 @@ import ctranslate2
 import pytest
 import torch
 
-from conftest import AMX, AVX2, AVX512_BF16
+from conftest import AMX, AVX2, AVX512_BF16, fresh_python_number
 from hf_tiny_transformer import hardware
 from hf_tiny_transformer.hardware import (
     Choice,
@@ -237,15 +237,5 @@ print(int((tiny * 1.0 != 0).sum()))
 
 def test_denormals_are_flushed_in_every_thread_torch_starts_after():
     """FTZ/DAZ set before the first parallel operation reaches the intra-op threads too (they inherit it)."""
-    import subprocess
-    import sys
-
-    left = {
-        mode: int(
-            subprocess.run(
-                [sys.executable, "-c", DENORMALS_LEFT, mode], capture_output=True, text=True, check=True
-            ).stdout
-        )
-        for mode in ("keep", "flush")
-    }
+    left = {mode: fresh_python_number(DENORMALS_LEFT, mode) for mode in ("keep", "flush")}
     assert left == {"keep": 4_000_000, "flush": 0}

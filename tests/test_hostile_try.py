@@ -90,7 +90,10 @@ def test_a_batch_size_python_cannot_count_to_is_one_line(trained_demo_model):
     "damage, message",
     [
         ("layer_norm_eps", "config.json's layer_norm_eps is not a finite number; fix it or save the model again"),
-        ("weights", "model.safetensors holds NaN or infinity in lm_head.weight; save a trained model again"),
+        (
+            "weights",
+            "model.safetensors holds NaN or infinity in model.encoder.embed_tokens.weight; save a trained model again",
+        ),
     ],
 )
 def test_nan_in_the_config_or_the_weights_is_one_line_not_blank_translations(copy, damage, message):

@@ -105,24 +105,12 @@ def test_a_damaged_folder_is_one_line_naming_the_folder_the_file_and_the_fix(fol
 def test_every_command_reads_a_folder_the_same_way(folder, tmp_path):
     rewrite_weights(folder, lambda w: w.pop("model.decoder.layers.0.feed_forward.fc1.weight"))
     (tmp_path / "source.txt").write_text("I like tea.\n")
+    scored = ["--model", str(folder), "--source_file", str(tmp_path / "source.txt"),
+              "--reference_file", str(tmp_path / "source.txt")]  # fmt: skip  # flag-value pairs side by side
     commands = {
         "translate": ["--model", str(folder), "I like tea."],
-        "evaluate_model.py": [
-            "--model",
-            str(folder),
-            "--source_file",
-            str(tmp_path / "source.txt"),
-            "--reference_file",
-            str(tmp_path / "source.txt"),
-        ],
-        "tune_decoding.py": [
-            "--model",
-            str(folder),
-            "--source_file",
-            str(tmp_path / "source.txt"),
-            "--reference_file",
-            str(tmp_path / "source.txt"),
-        ],
+        "evaluate_model.py": scored,
+        "tune_decoding.py": scored,
         "visualize": ["--model", str(folder), "--source", "I like tea.", "--output_dir", str(tmp_path / "pictures")],
         "export-ctranslate2": ["--model", str(folder), "--output_dir", str(tmp_path / "ct2")],
     }

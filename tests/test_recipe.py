@@ -2,14 +2,13 @@
 
 import json
 import shutil
-import subprocess
 import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import assert_one_line_error, few_steps, run_script
+from conftest import assert_one_line_error, few_steps, fresh_python_number, run_script
 from hf_tiny_transformer.data.batching import TokenBatchSampler, padding_fraction
 from hf_tiny_transformer.serving.translator import TransformersTranslator, translation_length_limit
 from hf_tiny_transformer.training.checkpoints import (
@@ -98,19 +97,9 @@ def test_the_last_checkpoints_must_be_evenly_spaced(tmp_path):
 def test_training_by_tokens_with_averaging_gives_the_mean_of_the_last_checkpoints(demo_files, tmp_path):
     out = tmp_path / "run"
     recipe = [
-        "--batch_tokens",
-        "600",
-        "--max_steps",
-        "6",
-        "--save_strategy",
-        "steps",
-        "--save_steps",
-        "2",
-        "--average_checkpoints",
-        "3",
-        "--bf16",
-        "true",
-    ]
+        "--batch_tokens", "600", "--max_steps", "6", "--save_strategy", "steps", "--save_steps", "2",
+        "--average_checkpoints", "3", "--bf16", "true",
+    ]  # fmt: skip  # flag-value pairs side by side
     run_ok("train.py", *few_steps(demo_files, out, *recipe))
     averaged = load_file(out / "hub" / "model.safetensors")
     checkpoints = [load_file(out / f"checkpoint-{step}" / "model.safetensors") for step in (2, 4, 6)]
@@ -190,21 +179,10 @@ def test_decoding_settings_are_chosen_on_dev_and_written_into_the_generation_con
     folder = tmp_path / "model"
     shutil.copytree(trained_demo_model, folder)
     arguments = [
-        "--model",
-        str(folder),
-        "--source_file",
-        str(demo_files / "validation.en"),
-        "--reference_file",
-        str(demo_files / "validation.ja"),
-        "--target_lang",
-        "ja",
-        "--num_beams",
-        "1",
-        "2",
-        "--length_penalty",
-        "0.5",
-        "1.5",
-    ]
+        "--model", str(folder), "--source_file", str(demo_files / "validation.en"),
+        "--reference_file", str(demo_files / "validation.ja"), "--target_lang", "ja", "--num_beams", "1", "2",
+        "--length_penalty", "0.5", "1.5",
+    ]  # fmt: skip  # flag-value pairs side by side
     output = run_ok("tune_decoding.py", *arguments).stdout
     result = json.loads([line for line in output.splitlines() if line.startswith("{")][0])
     assert [(r["num_beams"], r["length_penalty"]) for r in result["tried"]] == [(1, 1.0), (2, 0.5), (2, 1.5)]
@@ -241,14 +219,7 @@ print(libc.mallinfo2().hblkhd - before)
 def test_the_allocator_keeps_freed_memory_without_restarting_the_process():
     """train.py sets glibc's thresholds in its own process (mallopt), where it used to re-execute itself: a large
     buffer then comes from the heap, which keeps it for the next step, instead of a fresh mmap that is returned."""
-    mmapped = {
-        mode: int(
-            subprocess.run(
-                [sys.executable, "-c", MMAPPED_BYTES, mode], capture_output=True, text=True, check=True
-            ).stdout
-        )
-        for mode in ("default", "keep")
-    }
+    mmapped = {mode: fresh_python_number(MMAPPED_BYTES, mode) for mode in ("default", "keep")}
     assert mmapped["default"] >= 64 << 20 and mmapped["keep"] == 0
 
 

@@ -140,13 +140,8 @@ def test_item3_a_small_positional_table_with_default_lengths_trains_evaluates_an
     set to the longest length the table allows, and everything is saved."""
     out = tmp_path / "run"
     test_files = [
-        "--test_source_file",
-        f"{data}/test.en",
-        "--test_target_file",
-        f"{data}/test.ja",
-        "--do_predict",
-        "true",
-    ]
+        "--test_source_file", f"{data}/test.en", "--test_target_file", f"{data}/test.ja", "--do_predict", "true",
+    ]  # fmt: skip  # flag-value pairs side by side
     run_ok("train.py", *train_args(data, out, *test_files))
     assert {"test_bleu", "test_chrf"} <= set(json.loads((out / "metrics.json").read_text()))
     arguments = ["--model", str(out / "hub"), "--source_file", f"{data}/test.en", "--reference_file", f"{data}/test.ja"]
@@ -161,13 +156,8 @@ def test_item3_the_model_is_saved_before_the_test_set_is_translated(data, tmp_pa
     monkeypatch.setattr(Seq2SeqTrainer, "predict", dies)  # in the forked child too
     out = tmp_path / "run"
     test_files = [
-        "--test_source_file",
-        f"{data}/test.en",
-        "--test_target_file",
-        f"{data}/test.ja",
-        "--do_predict",
-        "true",
-    ]
+        "--test_source_file", f"{data}/test.en", "--test_target_file", f"{data}/test.ja", "--do_predict", "true",
+    ]  # fmt: skip  # flag-value pairs side by side
     result = run_script("train.py", *train_args(data, out, *test_files), timeout=300)
     assert result.returncode == 1 and "killed while translating" in result.stderr
     model = AutoModelForSeq2SeqLM.from_pretrained(out / "hub")

@@ -3,6 +3,7 @@ fix, exit code 2, no traceback, before any long work, and no file changed. Each 
 ...`) or the script (`training/...py`) in a child process."""
 
 import json
+import shlex
 import shutil
 
 import pytest
@@ -217,7 +218,7 @@ def evaluate_args(root) -> list[str]:
 
 EVALUATE_CASES = {
     "no model": (["--model", None], "the following arguments are required: --model"),
-    "no data": (["--source_file", None], "pass --source_file and --reference_file, or --corpus_dir"),
+    "no data": (["--source_file", None], "pass --corpus_dir, or --source_file and --reference_file"),
     "beams 0": (["--num_beams", "0"], "--num_beams must be a whole number of at least 1, got 0"),
     "batch size 0": (["--batch_size", "0"], "--batch_size must be a whole number of at least 1"),
     "no new tokens": (["--max_new_tokens", "0"], "--max_new_tokens must be a whole number of at least 1"),
@@ -365,91 +366,51 @@ def test_translate_py(workspace, case):
     )
 
 
-OTHER_SCRIPT_CASES = [
-    (
-        "tune_decoding.py",
-        ["--model", "{root}/hub", "--source_file", "{root}/data/train.en"],
-        "pass --corpus_dir (its dev split is used) or --source_file and --reference_file",
-    ),
-    (
-        "tune_decoding.py",
-        ["--model", "{root}/hub", "--source_file", "{root}/data/train.en", "--reference_file", "{root}/data/three.txt"],
-        "--source_file {root}/data/train.en has 40 lines but --reference_file {root}/data/three.txt has 3",
-    ),
-    (
-        "tune_decoding.py",
-        ["--model", "{root}/hub", "--corpus_dir", "{root}/data", "--num_beams", "0"],
-        "--num_beams must be a whole number of at least 1",
-    ),
-    (
-        "tune_decoding.py",
-        ["--model", "{root}/hub", "--corpus_dir", "{root}/data", "--length_penalty", "nan"],
-        "--length_penalty must be a finite number",
-    ),
-    (
-        "average_checkpoints.py",
-        ["--output_dir", "{root}/outputs/averaged"],
-        "pass --run_dir (with --last) or --checkpoints",
-    ),
-    (
-        "average_checkpoints.py",
-        ["--run_dir", "{root}/run", "--last", "1", "--output_dir", "{root}/outputs/averaged"],
-        "--last must be at least 2",
-    ),
-    (
-        "average_checkpoints.py",
-        ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/a_file"],
-        "--output_dir {root}/a_file is a file",
-    ),
-    (
-        "average_checkpoints.py",
-        ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/hub"],
-        "--output_dir {root}/hub is also an input",
-    ),
-    (
-        "average_checkpoints.py",
-        ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/pickled/checkpoint-9"],
-        "lies inside the input folder {root}/pickled",
-    ),
-    (
-        "average_checkpoints.py",
-        ["--checkpoints", "{root}/hub", "{root}/pickled", "--output_dir", "{root}/foreign"],
-        "--output_dir {root}/foreign already holds a model or checkpoints; pass --overwrite",
-    ),
-    (
-        "average_checkpoints.py",
-        ["--checkpoints", "{root}/data", "{root}/hub", "--output_dir", "{root}/outputs/averaged"],
-        "--checkpoints: {root}/data holds no model.safetensors",
-    ),
-    (
-        "average_checkpoints.py",
-        ["--checkpoints", "{root}/hub", "{root}/hub/", "--output_dir", "{root}/outputs/averaged"],
-        "--checkpoints: {root}/hub is listed twice; pass each checkpoint once",
-    ),
-    (
-        "export-ctranslate2",
-        ["--model", "{root}/hub", "--output_dir", "{root}/data"],
-        "--output_dir {root}/data is not empty",
-    ),
-    (
-        "export-ctranslate2",
-        ["--model", "{root}/hub", "--output_dir", "{root}/hub/ct2", "--overwrite"],
-        "lies inside the input folder {root}/hub",
-    ),
-    (
-        "export-ctranslate2",
-        ["--model", "{root}/hub", "--output_dir", "{root}/outputs/ct2", "--quantization", "int4"],
-        "argument --quantization: invalid choice: 'int4'",
-    ),
-    (
-        "export-ctranslate2",
-        ["--model", "{root}/nothing", "--output_dir", "{root}/outputs/ct2"],
-        "--model {root}/nothing does not exist",
-    ),
-]
+# Each case: the command line, then (indented) the one-line error it must give.
+OTHER_SCRIPT_CASES = """
+tune_decoding.py --model {root}/hub --source_file {root}/data/train.en
+    pass --corpus_dir, or --source_file and --reference_file
+tune_decoding.py --model {root}/hub --source_file {root}/data/train.en --reference_file {root}/data/three.txt
+    --source_file {root}/data/train.en has 40 lines but --reference_file {root}/data/three.txt has 3
+tune_decoding.py --model {root}/hub --corpus_dir {root}/data --num_beams 0
+    --num_beams must be a whole number of at least 1
+tune_decoding.py --model {root}/hub --corpus_dir {root}/data --length_penalty nan
+    --length_penalty must be a finite number
+average_checkpoints.py --output_dir {root}/outputs/averaged
+    pass --run_dir (with --last) or --checkpoints
+average_checkpoints.py --run_dir {root}/run --last 1 --output_dir {root}/outputs/averaged
+    --last must be at least 2
+average_checkpoints.py --checkpoints {root}/hub {root}/pickled --output_dir {root}/a_file
+    --output_dir {root}/a_file is a file
+average_checkpoints.py --checkpoints {root}/hub {root}/pickled --output_dir {root}/hub
+    --output_dir {root}/hub is also an input
+average_checkpoints.py --checkpoints {root}/hub {root}/pickled --output_dir {root}/pickled/checkpoint-9
+    lies inside the input folder {root}/pickled
+average_checkpoints.py --checkpoints {root}/hub {root}/pickled --output_dir {root}/foreign
+    --output_dir {root}/foreign already holds a model or checkpoints; pass --overwrite
+average_checkpoints.py --checkpoints {root}/data {root}/hub --output_dir {root}/outputs/averaged
+    --checkpoints: {root}/data holds no model.safetensors
+average_checkpoints.py --checkpoints {root}/hub {root}/hub/ --output_dir {root}/outputs/averaged
+    --checkpoints: {root}/hub is listed twice; pass each checkpoint once
+export-ctranslate2 --model {root}/hub --output_dir {root}/data
+    --output_dir {root}/data is not empty
+export-ctranslate2 --model {root}/hub --output_dir {root}/hub/ct2 --overwrite
+    lies inside the input folder {root}/hub
+export-ctranslate2 --model {root}/hub --output_dir {root}/outputs/ct2 --quantization int4
+    argument --quantization: invalid choice: 'int4'
+export-ctranslate2 --model {root}/nothing --output_dir {root}/outputs/ct2
+    --model {root}/nothing does not exist
+"""
 
 
-@pytest.mark.parametrize("script, arguments, message", OTHER_SCRIPT_CASES)
+def script_cases(table: str) -> list[tuple[str, list[str], str]]:
+    """(script, arguments, message) for each pair of lines of `table`."""
+    rows = table.strip("\n").split("\n")
+    return [(*(lambda words: (words[0], words[1:]))(shlex.split(command)), message.strip())
+            for command, message in zip(rows[::2], rows[1::2], strict=True)]  # fmt: skip
+
+
+@pytest.mark.parametrize("script, arguments, message", script_cases(OTHER_SCRIPT_CASES))
 def test_the_other_scripts(workspace, script, arguments, message):
     check_case(workspace, script, [argument.format(root=workspace) for argument in arguments], message)
 

@@ -174,21 +174,10 @@ def test_the_export_script_refuses_used_folders_and_other_models(trained_demo_mo
 def test_evaluation_with_the_engine(exports, trained_demo_model, demo_files, tmp_path):
     _, _, paths = exports
     arguments = [
-        "--engine",
-        "ctranslate2",
-        "--model",
-        str(paths["int8"]),
-        "--source_file",
-        str(demo_files / "validation.en"),
-        "--reference_file",
-        str(demo_files / "validation.ja"),
-        "--target_lang",
-        "ja",
-        "--num_beams",
-        "1",
-        "--device",
-        "cpu",
-    ]
+        "--engine", "ctranslate2", "--model", str(paths["int8"]),
+        "--source_file", str(demo_files / "validation.en"), "--reference_file", str(demo_files / "validation.ja"),
+        "--target_lang", "ja", "--num_beams", "1", "--device", "cpu",
+    ]  # fmt: skip  # flag-value pairs side by side
     # fresh processes, not forks (this one has run CTranslate2's thread pools already), on an AVX2 CPU
     evaluate = [
         sys.executable,

@@ -256,23 +256,10 @@ def test_the_model_card_states_the_recipe_that_ran(demo_files, tmp_path):
     """Label smoothing, batches by tokens, steps, averaging, precision: each line of the card from the run's flags."""
     out = tmp_path / "run"
     flags = [
-        "--batch_tokens",
-        "600",
-        "--label_smoothing_factor",
-        "0.2",
-        "--max_steps",
-        "6",
-        "--save_strategy",
-        "steps",
-        "--save_steps",
-        "2",
-        "--average_checkpoints",
-        "3",
-        "--learning_rate",
-        "0.0015",
-        "--gradient_accumulation_steps",
-        "2",
-    ]
+        "--batch_tokens", "600", "--label_smoothing_factor", "0.2", "--max_steps", "6", "--save_strategy", "steps",
+        "--save_steps", "2", "--average_checkpoints", "3", "--learning_rate", "0.0015",
+        "--gradient_accumulation_steps", "2",
+    ]  # fmt: skip  # flag-value pairs side by side
     result = run_script(
         "train.py", *few_steps(demo_files, out, *flags), cpuinfo=fake_cpuinfo(tmp_path, AVX2), timeout=300
     )

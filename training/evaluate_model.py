@@ -19,41 +19,31 @@ import sys
 import time
 from pathlib import Path
 
-from hf_tiny_transformer import read_parallel
 from hf_tiny_transformer.commands.shared import (
     check_output,
+    decoding_arguments,
     decoding_limits,
+    decoding_settings,
     engine_arguments,
     load_translator_from,
     run,
+    scoring_arguments,
+    sources_and_references,
 )
-from hf_tiny_transformer.data.files import read_aligned
 from hf_tiny_transformer.data.tokenizer import lowercases
-from hf_tiny_transformer.errors import ArgumentParser, UsageError, first_line
+from hf_tiny_transformer.errors import ArgumentParser, UsageError
 from hf_tiny_transformer.evaluation import bleu_tokenization, scores
 from hf_tiny_transformer.hub import with_evaluation
 from hf_tiny_transformer.saving import write_atomically
-from hf_tiny_transformer.text_tiny_transformer import generation_settings
 
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="saved model folder (e.g. runs/en-ja/hub) or Hub id")
-    parser.add_argument("--source_file", help="one source sentence (or paragraph) per line")
-    parser.add_argument("--reference_file", help="one reference translation per line")
-    parser.add_argument("--corpus_dir", help="instead of files: a small_parallel_enja-style folder, as natural text")
+    scoring_arguments(parser, "its --split is translated")
     parser.add_argument("--split", default="test", choices=["train", "dev", "test"], help="with --corpus_dir")
-    parser.add_argument("--source_lang", default="en")
-    parser.add_argument("--target_lang", default="ja")
     parser.add_argument("--output_file", help="where to write the translations, one per line")
-    parser.add_argument("--num_beams", type=int, help="beam size; default: the model's generation config")
-    parser.add_argument(
-        "--length_penalty", type=float, help="beam search's length penalty; default: the generation config"
-    )
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument(
-        "--max_new_tokens", type=int, help="longest translation in tokens; default: twice the source's, plus 10"
-    )
+    decoding_arguments(parser, "sentences translated together")
     parser.add_argument(
         "--update_model_card", action="store_true", help="write the scores into the model folder's README.md"
     )
@@ -61,17 +51,7 @@ def parse_args(argv=None):
     parser.add_argument("--min_exact_match", type=float, help="fail when exact match (percent) is below this")
     engine_arguments(parser)
     args = parser.parse_args(argv)
-    if not args.corpus_dir and not (args.source_file and args.reference_file):
-        raise UsageError("pass --source_file and --reference_file, or --corpus_dir")
-    try:
-        args.settings = generation_settings(
-            num_beams=args.num_beams,
-            length_penalty=args.length_penalty,
-            max_new_tokens=args.max_new_tokens,
-            batch_size=args.batch_size,
-        )
-    except ValueError as error:
-        raise UsageError(f"--{first_line(error)}") from None
+    args.settings = decoding_settings(args)
     if args.show < 0:
         raise UsageError(f"--show is a number of examples, 0 or more; got {args.show}")
     if args.min_exact_match is not None and not 0 <= args.min_exact_match <= 100:
@@ -88,15 +68,6 @@ def parse_args(argv=None):
     if args.update_model_card:
         check_output(Path(args.model, "README.md"), kind="file", flag="--update_model_card")
     return args
-
-
-def read_sources_and_references(args) -> tuple[list[str], list[str]]:
-    if args.corpus_dir:
-        try:
-            return read_parallel(args.corpus_dir, args.split, args.source_lang, args.target_lang)
-        except (OSError, ValueError) as error:
-            raise UsageError(f"--corpus_dir {args.corpus_dir}: {first_line(error)}") from None
-    return read_aligned(args.source_file, args.reference_file, ("--source_file", "--reference_file"))
 
 
 def record_in_model_card(args, translator, result: dict):
@@ -118,7 +89,7 @@ def record_in_model_card(args, translator, result: dict):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    sources, references = read_sources_and_references(args)
+    sources, references = sources_and_references(args, args.split)
     translator = load_translator_from(args)
     start = time.perf_counter()
     with decoding_limits():

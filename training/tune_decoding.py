@@ -14,15 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from hf_tiny_transformer import read_parallel
-from hf_tiny_transformer.commands.shared import (
-    check_output,
-    decoding_limits,
-    engine_arguments,
-    load_translator_from,
-    run,
-)
-from hf_tiny_transformer.data.files import read_aligned
+from hf_tiny_transformer.commands import shared
 from hf_tiny_transformer.data.tokenizer import lowercases
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, first_line
 from hf_tiny_transformer.evaluation import scores
@@ -33,19 +25,13 @@ from hf_tiny_transformer.text_tiny_transformer import generation_settings
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a saved model folder")
-    parser.add_argument("--corpus_dir", help="a small_parallel_enja-style folder: its dev split is used")
-    parser.add_argument("--source_file", help="instead: development sources, one per line")
-    parser.add_argument("--reference_file", help="and their reference translations")
-    parser.add_argument("--source_lang", default="en")
-    parser.add_argument("--target_lang", default="ja")
+    shared.scoring_arguments(parser, "its dev split is translated")
     parser.add_argument("--num_beams", type=int, nargs="+", default=[1, 4, 6])
     parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.6, 1.0, 1.4])
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--dry_run", action="store_true", help="print the table, change nothing")
-    engine_arguments(parser)
+    shared.engine_arguments(parser)
     args = parser.parse_args(argv)
-    if not args.corpus_dir and not (args.source_file and args.reference_file):
-        raise UsageError("pass --corpus_dir (its dev split is used) or --source_file and --reference_file")
     try:
         for beams, penalty in settings(args):
             generation_settings(num_beams=beams, length_penalty=penalty, batch_size=args.batch_size)
@@ -54,17 +40,8 @@ def parse_args(argv=None):
     if not args.dry_run:
         if not Path(args.model, "generation_config.json").is_file():
             raise UsageError(f"--model {args.model} has no generation_config.json to write the choice into")
-        check_output(Path(args.model, "generation_config.json"), kind="file", flag="--model")
+        shared.check_output(Path(args.model, "generation_config.json"), kind="file", flag="--model")
     return args
-
-
-def dev_data(args) -> tuple[list[str], list[str]]:
-    if args.corpus_dir:
-        try:
-            return read_parallel(args.corpus_dir, "dev", args.source_lang, args.target_lang)
-        except (OSError, ValueError) as error:
-            raise UsageError(f"--corpus_dir {args.corpus_dir}: {first_line(error)}") from None
-    return read_aligned(args.source_file, args.reference_file, ("--source_file", "--reference_file"))
 
 
 def settings(args) -> list[tuple[int, float]]:
@@ -78,14 +55,14 @@ def settings(args) -> list[tuple[int, float]]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    sources, references = dev_data(args)
-    translator = load_translator_from(args)
+    sources, references = shared.sources_and_references(args, "dev")
+    translator = shared.load_translator_from(args)
     lowercase = lowercases(translator.tokenizer)
     results = []
     print("| beams | length penalty | dev BLEU | dev chrF | seconds |\n|---:|---:|---:|---:|---:|")
     for beams, penalty in settings(args):
         start = time.perf_counter()
-        with decoding_limits():
+        with shared.decoding_limits():
             hypotheses = translator.translate(
                 sources, batch_size=args.batch_size, num_beams=beams, length_penalty=penalty, progress=True
             )
@@ -112,4 +89,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run(main))
+    sys.exit(shared.run(main))

@@ -196,6 +196,95 @@ def trust_remote_code_argument(parser: argparse.ArgumentParser):
     )
 
 
+def decoding_arguments(parser: argparse.ArgumentParser, batch_size_help: str):
+    """--num_beams, --length_penalty, --max_new_tokens and --batch_size, for the commands that translate."""
+    parser.add_argument("--num_beams", type=int, help="beam size; default: the model's generation config")
+    parser.add_argument(
+        "--length_penalty", type=float, help="beam search's length penalty; default: the generation config"
+    )
+    parser.add_argument(
+        "--max_new_tokens", type=int, help="longest translation of a piece; default: twice the source, plus 10"
+    )
+    parser.add_argument("--batch_size", type=int, default=32, help=batch_size_help)
+
+
+def decoding_settings(args) -> dict:
+    """decoding_arguments' values, checked, as the keywords of a translator's translate()."""
+    from ..text_tiny_transformer import generation_settings
+
+    try:
+        return generation_settings(
+            num_beams=args.num_beams,
+            length_penalty=args.length_penalty,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+        )
+    except ValueError as error:
+        raise UsageError(f"--{first_line(error)}") from None
+
+
+def scoring_arguments(parser: argparse.ArgumentParser, split_help: str):
+    """The text a script translates and scores: a corpus folder's split, or a source file and its references."""
+    parser.add_argument("--corpus_dir", help=f"a small_parallel_enja-style folder, as natural text: {split_help}")
+    parser.add_argument("--source_file", help="instead: one source sentence (or paragraph) per line")
+    parser.add_argument("--reference_file", help="and one reference translation per line")
+    parser.add_argument("--source_lang", default="en")
+    parser.add_argument("--target_lang", default="ja")
+
+
+def sources_and_references(args, split: str) -> tuple[list[str], list[str]]:
+    """The sources and references that scoring_arguments' flags name (`split` of --corpus_dir), checked."""
+    from ..data.corpus import read_parallel
+    from ..data.files import read_aligned
+
+    if args.corpus_dir:
+        try:
+            return read_parallel(args.corpus_dir, split, args.source_lang, args.target_lang)
+        except (OSError, ValueError) as error:
+            raise UsageError(f"--corpus_dir {args.corpus_dir}: {first_line(error)}") from None
+    if not (args.source_file and args.reference_file):
+        raise UsageError("pass --corpus_dir, or --source_file and --reference_file")
+    return read_aligned(args.source_file, args.reference_file, ("--source_file", "--reference_file"))
+
+
+def export_arguments(parser: argparse.ArgumentParser, argv, quantizations: Iterable[str], quantization_help: str):
+    """The flags of the export commands (--model, --output_dir, --quantization, --overwrite, --trust_remote_code),
+    parsed, with the output folder checked before any work: an export already there is replaced only with
+    --overwrite."""
+    parser.add_argument("--model", required=True, help="a saved model folder of this package, e.g. runs/demo/hub")
+    parser.add_argument("--output_dir", required=True, help="the folder for the export")
+    parser.add_argument("--quantization", choices=list(quantizations), default="float32", help=quantization_help)
+    parser.add_argument("--overwrite", action="store_true", help="replace an export already in --output_dir")
+    trust_remote_code_argument(parser)
+    args = parser.parse_args(argv)
+    check_output(args.output_dir, kind="folder", flag="--output_dir", inputs=(args.model,), overwrite=args.overwrite)
+    output_dir = Path(args.output_dir)
+    if not args.overwrite and output_dir.is_dir() and any(output_dir.iterdir()):
+        raise UsageError(
+            f"--output_dir {output_dir} is not empty; pass --overwrite to replace it, or choose a new folder"
+        )
+    return args
+
+
+def export_model(args, load_exporter: Callable[[], Callable]) -> int:
+    """Load --model and write its export with the exporter `load_exporter()` returns (an ImportError, a missing
+    extra, is one line), then say where it went."""
+    from ..loading import load_model_folder
+
+    try:
+        export = load_exporter()
+    except ImportError as error:
+        raise UsageError(first_line(error)) from None
+    with about("--model"):
+        model, tokenizer = load_model_folder(args.model, args.trust_remote_code)
+    try:
+        folder = export(model, tokenizer, args.output_dir, quantization=args.quantization)
+    except ValueError as error:
+        raise UsageError(first_line(error)) from None
+    print(f"exported {args.model} to {folder} ({args.quantization} weights)")
+    return 0
+
+
 @contextlib.contextmanager
 def decoding_limits() -> Iterator[None]:
     """A translator's DoesNotFit (beams that would not fit in memory) as a UsageError naming the flag."""
@@ -236,6 +325,12 @@ __all__ = [
     "check_output",
     "engine_arguments",
     "trust_remote_code_argument",
+    "decoding_arguments",
+    "decoding_settings",
+    "scoring_arguments",
+    "sources_and_references",
+    "export_arguments",
+    "export_model",
     "load_translator_from",
     "decoding_limits",
 ]

@@ -16,9 +16,8 @@ import io
 import itertools
 import sys
 
-from ..errors import ArgumentParser, UsageError, first_line
-from ..text_tiny_transformer import generation_settings
-from .shared import decoding_limits, engine_arguments, load_translator_from
+from ..errors import ArgumentParser, UsageError
+from .shared import decoding_arguments, decoding_limits, decoding_settings, engine_arguments, load_translator_from
 
 BYTE_ORDER_MARK = "\ufeff"
 
@@ -29,14 +28,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--model", required=True, help="a saved model folder (or, with --engine ctranslate2, an export)"
     )
-    parser.add_argument("--num_beams", type=int, help="beam size; default: the model's generation config")
-    parser.add_argument(
-        "--length_penalty", type=float, help="beam search's length penalty; default: the generation config"
-    )
-    parser.add_argument(
-        "--max_new_tokens", type=int, help="longest translation of a piece; default: twice the source, plus 10"
-    )
-    parser.add_argument("--batch_size", type=int, default=32, help="lines translated together from a file or pipe")
+    decoding_arguments(parser, "lines translated together from a file or pipe")
     parser.add_argument(
         "--stream",
         action="store_true",
@@ -45,15 +37,7 @@ def parse_args(argv=None):
     )
     engine_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        args.settings = generation_settings(
-            num_beams=args.num_beams,
-            length_penalty=args.length_penalty,
-            max_new_tokens=args.max_new_tokens,
-            batch_size=args.batch_size,
-        )
-    except ValueError as error:
-        raise UsageError(f"--{first_line(error)}") from None
+    args.settings = decoding_settings(args)
     if args.stream and args.engine == "ctranslate2":
         raise UsageError("--stream works with --engine transformers or onnx; CTranslate2 translates whole sentences")
     return args

@@ -31,7 +31,7 @@ def read_lines(path: str | os.PathLike, what: str = "file") -> list[str]:
     if not path.is_file():
         raise UsageError(f"{what} {path} is not a file; pass a text file with one sentence per line")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")  # no newline translation: a lone "\r" ends no line
     except UnicodeDecodeError as error:
         line = path.read_bytes()[: error.start].count(b"\n") + 1
         raise UsageError(

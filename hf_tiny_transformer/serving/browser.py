@@ -12,8 +12,14 @@ CDN. The folder also holds a README.md with the header of a static Hugging Face 
 as one as it is.
 """
 
+import contextlib
+import functools
+import http.server
 import json
 import shutil
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import UsageError
@@ -67,6 +73,24 @@ def write_browser_page(export_folder: str | Path, output_dir: str | Path) -> Pat
     return Path(output_dir)
 
 
+@contextlib.contextmanager
+def served(folder: str | Path) -> Iterator[str]:
+    """The page's address while the block runs, served from `folder` on this machine as `python -m http.server`
+    serves it, on a free port, its requests unlogged."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *args: None
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{port}/index.html"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def use_page(
     url: str, text: str, screenshot: str | Path | None = None, offline: bool = True, timeout: float = 300
 ) -> dict:
@@ -104,4 +128,4 @@ def use_page(
         driver.quit()
 
 
-__all__ = ["write_browser_page", "check_libraries", "use_page", "PAGE"]
+__all__ = ["write_browser_page", "check_libraries", "served", "use_page", "PAGE"]
