@@ -227,7 +227,7 @@ def test_a_truly_read_only_place_is_refused(tmp_path):
 
     place = tempfile.mkdtemp(prefix="read-only-")
     try:
-        os.chmod(place, 0o755)
+        os.chmod(place, 0o777)  # nobody may create files here; only the two below are locked
         locked = os.path.join(place, "locked")
         os.mkdir(locked, 0o555)
         with open(os.path.join(place, "out.txt"), "w") as file:

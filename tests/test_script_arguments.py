@@ -340,7 +340,7 @@ TRANSLATE_CASES = {
         "--model {root}/a_file is a file; pass the model folder that holds it",
     ),
     "beams 0": (["--num_beams", "0"], "--num_beams must be a whole number of at least 1"),
-    "beams not whole": (["--num_beams", "2.5"], "argument --num_beams: invalid int value: '2.5'"),
+    "beams not whole": (["--num_beams", "2.5"], "argument --num_beams/--num-beams: invalid int value: '2.5'"),
     "batch size 0": (["--batch_size", "0"], "--batch_size must be a whole number of at least 1"),
     "length penalty infinite": (["--length_penalty", "inf"], "--length_penalty must be a finite number"),
     "not a device": (["--device", "toaster"], "--device 'toaster' is not a device"),

@@ -108,7 +108,7 @@ def main(argv=None) -> int:
         "sentences_per_s": len(sources) / seconds,
         "engine": args.engine,
     }
-    if args.engine == "ctranslate2":
+    if args.engine != "transformers":  # the exports' engines: the weights' type they computed in
         result["compute_type"] = translator.compute_type
     for source, hypothesis, reference in list(zip(sources, hypotheses, references))[: args.show]:
         mark = "=" if fold(hypothesis) == fold(reference) else "x"

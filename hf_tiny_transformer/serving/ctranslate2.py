@@ -23,7 +23,7 @@ import torch
 
 from ..hardware import ctranslate2_compute_type
 from ..saving import staged_folder
-from .translator import Translator, generation_limit, hypothesis_bytes
+from .translator import Translator, generation_limit, hypothesis_bytes, within_own_limits
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +224,8 @@ class CTranslate2Translator(Translator):
             max_input_length=0,
         )
         ids = [self.tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
-        return self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+        rows = within_own_limits(ids, batch, self.max_positions, max_new_tokens, start=0)
+        return self.tokenizer.batch_decode(rows, skip_special_tokens=True)
 
 
 __all__ = ["export_ctranslate2", "CTranslate2Translator", "model_spec", "convert"]

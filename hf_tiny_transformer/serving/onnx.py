@@ -137,7 +137,8 @@ def axes():
 def export_encoder(model, path: Path):
     batch, source, _, _ = axes()
     torch.onnx.export(
-        EncoderGraph(model), example_source(model.config), path, dynamo=True, external_data=False, verbose=False,
+        EncoderGraph(model).eval(), example_source(model.config), path, dynamo=True, external_data=False,
+        verbose=False,
         input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
         dynamic_shapes={"input_ids": {0: batch, 1: source}, "attention_mask": {0: batch, 1: source}},
     )  # fmt: skip
@@ -154,7 +155,7 @@ def export_decoder_step(model, path: Path):
     decoder_ids = torch.tensor([[1, 5], [1, 6]]) % config.vocab_size  # (B, t)
     inputs = ["input_ids", "encoder_attention_mask", "encoder_hidden_states", *cache_names("past_key_values", layers)]
     torch.onnx.export(
-        DecoderStepGraph(model), (decoder_ids, attention_mask, memory, *past), path, dynamo=True,
+        DecoderStepGraph(model).eval(), (decoder_ids, attention_mask, memory, *past), path, dynamo=True,
         external_data=False, verbose=False,
         input_names=inputs, output_names=["logits", *cache_names("present", layers, ("decoder", "encoder"))],
         dynamic_shapes={"input_ids": {0: batch, 1: target}, "encoder_attention_mask": {0: batch, 1: source},

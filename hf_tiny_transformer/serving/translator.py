@@ -46,6 +46,16 @@ def generation_limit(longest_source: int, max_positions: int, max_new_tokens: in
     return min(limit, max_new_tokens) if max_new_tokens else limit
 
 
+def within_own_limits(rows: list, batch: list[list[int]], max_positions: int, max_new_tokens: int | None, start: int):
+    """Each output row (`start` tokens, then the new ones) cut to the new tokens its own source may get: a batch
+    decodes to the limit of its longest source, and a sentence's translation must not depend on the sentences
+    batched with it (greedy decoding gives the tokens of the sentence alone)."""
+    return [
+        row[: start + generation_limit(len(ids), max_positions, max_new_tokens)]
+        for row, ids in zip(rows, batch, strict=True)
+    ]
+
+
 def in_length_batches(lengths: list[int], batch_size: int, translate_batch: Callable, progress: bool) -> list[str]:
     """Translations of inputs of the given lengths, in the inputs' order, made in batches of `batch_size` inputs of
     similar length: `translate_batch(indices)` returns the translations of those inputs. `progress`: a bar over the
@@ -177,7 +187,8 @@ class TransformersTranslator(Translator):
             # an encoder-decoder's output starts with the one start token: max_length = limit + 1, said as
             # max_length so that it replaces the saved generation config's max_length instead of clashing
             output = self.model.generate(**inputs, max_length=limit + 1, num_beams=beams, length_penalty=penalty)
-        return self.tokenizer.batch_decode(output, skip_special_tokens=True)
+        rows = within_own_limits(output.tolist(), batch, self.max_positions, max_new_tokens, start=1)
+        return self.tokenizer.batch_decode(rows, skip_special_tokens=True)
 
     def stream(
         self,
