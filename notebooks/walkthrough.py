@@ -28,6 +28,9 @@
 # %%
 # %matplotlib inline
 import math
+import warnings
+
+warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm's note when Jupyter widgets are absent
 
 import torch
 from torch import nn
@@ -117,7 +120,11 @@ assert abs(table[3, 4] - math.sin(3 / 10000 ** (4 / d_model))) < 1e-6  # the for
 plot_positional_encoding(config)
 
 # %%
-import matplotlib.figure  # noqa: E402  (the pictures are matplotlib figures, drawn without pyplot)
+import matplotlib.figure  # the pictures are matplotlib figures, drawn without pyplot
+
+from hf_tiny_transformer.demo.visualization import font_family
+
+matplotlib.rcParams["font.family"] = font_family()  # IPAexGothic first: Japanese tokens as text, not boxes
 
 figure = matplotlib.figure.Figure(figsize=(8, 3), layout="constrained")
 axes = figure.subplots()
@@ -372,7 +379,7 @@ vocabulary_picture(probabilities, f"After training the output layer: {japanese[0
 # %%
 for parameter in model.parameters():
     parameter.requires_grad_(True)
-losses = train(model.parameters(), learning_rate=0.01, steps=100)
+losses = train(model.parameters(), learning_rate=0.003, steps=150)  # at 0.01 this run falls apart (post-LN)
 print(f"loss after training every layer: {losses[-1]:.4f}")
 generated = model.generate(input_ids=source_ids, attention_mask=source_mask, num_beams=1, max_new_tokens=15)
 translations = tokenizer.batch_decode(generated, skip_special_tokens=True)
@@ -397,13 +404,13 @@ print(
 # 2,501 pairs; `make demo` trains a larger one), in under a minute: then the attention of a real sentence.
 
 # %%
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
-from hf_tiny_transformer.data.demo_corpus import make_demo_corpus  # noqa: E402
+from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 
 folder = Path(tempfile.mkdtemp(prefix="walkthrough-"))
 corpus = make_demo_corpus(seed=0)
@@ -425,10 +432,12 @@ metrics = json.loads((folder / "run" / "metrics.json").read_text())
 print(f"{metrics['train_steps']} steps in {metrics['train_runtime_s']:.0f} s ({metrics['precision']})")
 
 # %%
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline  # noqa: E402
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+from transformers.utils import logging
 
-from hf_tiny_transformer.demo.visualization import plot_attention  # noqa: E402
+from hf_tiny_transformer.demo.visualization import plot_attention
 
+logging.disable_progress_bar()  # no "Loading weights" bars among the outputs
 trained = AutoModelForSeq2SeqLM.from_pretrained(folder / "run" / "hub")
 trained_tokenizer = AutoTokenizer.from_pretrained(folder / "run" / "hub")
 translate = pipeline("translation", model=str(folder / "run" / "hub"), trust_remote_code=True)
