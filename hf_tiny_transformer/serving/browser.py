@@ -73,12 +73,18 @@ def write_browser_page(export_folder: str | Path, output_dir: str | Path) -> Pat
     return Path(output_dir)
 
 
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """http.server's handler, without a line on stderr for every request."""
+
+    def log_message(self, format, *args):
+        pass
+
+
 @contextlib.contextmanager
 def served(folder: str | Path) -> Iterator[str]:
     """The page's address while the block runs, served from `folder` on this machine as `python -m http.server`
     serves it, on a free port, its requests unlogged."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    handler.log_message = lambda *args: None
+    handler = functools.partial(QuietHandler, directory=str(folder))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
