@@ -45,8 +45,9 @@ def main(argv=None) -> None:
     result = {"machine": describe(), "model": args.model, "text": TEXT}
     with tempfile.TemporaryDirectory() as folder:
         export = export_onnx(model, tokenizer, Path(folder) / "onnx", quantization="int8")
-        sizes = {name: sum(path.stat().st_size for path in (export / "onnx").glob(f"*{suffix}.onnx"))
-                 for name, suffix in (("float32", "model"), ("int8", "_quantized"))}  # fmt: skip
+        graphs = list((export / "onnx").glob("*.onnx"))
+        sizes = {"float32": sum(path.stat().st_size for path in graphs if not path.stem.endswith("_quantized")),
+                 "int8": sum(path.stat().st_size for path in graphs if path.stem.endswith("_quantized"))}  # fmt: skip
         with served(write_browser_page(export, Path(folder) / "page")) as url:
             for dtype in ("fp32", "q8"):
                 runs = [use_page(f"{url}?dtype={dtype}", TEXT, screenshot=args.screenshot if dtype == "q8" else None)]
