@@ -77,14 +77,14 @@ def main(argv=None) -> int:
     translator = load_translator_from(args)
     if interactive:
         print("Type a text and press Enter (Ctrl-D to stop):", file=sys.stderr)
+    stream_settings = {name: value for name, value in args.settings.items() if name != "batch_size"}
     try:
         with decoding_limits():
             for batch in batches(
                 args.text or sys.stdin, 1 if interactive or args.stream else args.settings["batch_size"]
             ):
                 if args.stream:
-                    settings = {name: value for name, value in args.settings.items() if name != "batch_size"}
-                    print_growing(translator.stream(batch[0], **settings))
+                    print_growing(translator.stream(batch[0], **stream_settings))
                 else:
                     print("\n".join(translator.translate(batch, **args.settings)), flush=True)
     except UnicodeDecodeError:

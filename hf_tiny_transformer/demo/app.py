@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from ..serving.translator import TransformersTranslator
-from ..text_tiny_transformer import guess_language, segments
 from .visualization import KINDS, TITLES, attention_weights, draw_heads, plot_positional_encoding
 
 EXAMPLES = {
@@ -93,9 +92,7 @@ class Demo:
 
     def pieces(self, source: str) -> list[str]:
         """The pieces the translator cuts `source` into."""
-        count = lambda text: len(self.tokenizer(text)["input_ids"])  # noqa: E731
-        language = getattr(self.model.generation_config, "source_lang", None) or guess_language(source)
-        return [segment.text for segment in segments(source, language, count, self.translator.max_positions)]
+        return [segment.text for segment in self.translator.plan(source)]
 
     def positional_encoding(self):
         return picture(plot_positional_encoding(self.model.config))

@@ -17,7 +17,6 @@ import functools
 import http.server
 import json
 import shutil
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,10 +84,8 @@ def served(folder: str | Path) -> Iterator[str]:
     """The page's address while the block runs, served from `folder` on this machine as `python -m http.server`
     serves it, on a free port, its requests unlogged."""
     handler = functools.partial(QuietHandler, directory=str(folder))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # port 0: the system picks a free one
+    port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{port}/index.html"

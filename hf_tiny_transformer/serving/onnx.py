@@ -34,7 +34,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
 from ..configuration_tiny_transformer import TinyTransformerConfig
 from ..saving import staged_folder
-from .translator import TransformersTranslator, hypothesis_bytes
+from .translator import TransformersTranslator
 
 SETTINGS_FILE = "hf_tiny_transformer.json"
 ENCODER, DECODER = "onnx/encoder_model", "onnx/decoder_model_merged"
@@ -208,14 +208,7 @@ def export_onnx(model, tokenizer, output_dir: str | os.PathLike, quantization: s
         tokenizer.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
         (staging / "config.json").write_text(json.dumps(transformers_js_config(config), indent=2) + "\n")
-        settings = {
-            "engine": "onnx",
-            "config": config.to_dict(),
-            "quantization": quantization or "float32",
-            "hypothesis_bytes": hypothesis_bytes(
-                config.vocab_size, config.max_position_embeddings, config.decoder_layers, config.d_model
-            ),
-        }
+        settings = {"config": config.to_dict(), "quantization": quantization or "float32"}
         (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
     return Path(output_dir)
 

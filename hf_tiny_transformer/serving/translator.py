@@ -190,6 +190,12 @@ class TransformersTranslator(Translator):
         rows = within_own_limits(output.tolist(), batch, self.max_positions, max_new_tokens, start=1)
         return self.tokenizer.batch_decode(rows, skip_special_tokens=True)
 
+    def plan(self, text: str) -> list:
+        """The pieces (text_tiny_transformer.segments) this translator cuts one text into, as `stream` does."""
+        count = lambda piece: len(self.tokenizer(piece)["input_ids"])  # noqa: E731
+        source_lang = getattr(self.generation_config, "source_lang", None) or guess_language(text)
+        return segments(text, source_lang, count, self.max_positions)
+
     def stream(
         self,
         text: str,
@@ -210,10 +216,8 @@ class TransformersTranslator(Translator):
             yield self.translate([text], **settings)[0]
             return
         config = self.generation_config
-        source_lang = getattr(config, "source_lang", None) or guess_language(text)
         target_lang, casing = getattr(config, "target_lang", None), getattr(config, "english_casing", None)
-        count = lambda piece: len(self.tokenizer(piece)["input_ids"])  # noqa: E731
-        plan = segments(text, source_lang, count, self.max_positions)
+        plan = self.plan(text)
         done: list[str] = []
         for segment in plan:
             inputs = self.tokenizer([segment.text], truncation=True, max_length=self.max_positions, return_tensors="pt")
