@@ -18,6 +18,12 @@ import torch
 
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
 
+# pytest-xdist runs a worker a CPU (pyproject.toml's addopts): each worker, and every process it starts, computes on
+# its share of the CPUs, so that the workers do not fight over them.
+if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 # What save_pretrained writes for a model: config, generation config, safetensors weights, and the code files (the
 # remote code: the modeling and configuration files, and what they import: the pipeline and its text handling).
 MODEL_FOLDER_FILES = {

@@ -5,13 +5,12 @@ not a model half made of random numbers. And the demo page's own start-up proble
 import json
 import shutil
 import socket
-import subprocess
 import time
 
 import pytest
 from safetensors.torch import load_file, save_file
 
-from conftest import ROOT, TINY_TRANSFORMER, assert_one_line_error, run_command, run_tool
+from conftest import ScriptResult, assert_one_line_error, run_command, run_tool
 
 
 @pytest.fixture
@@ -121,15 +120,9 @@ def test_every_command_reads_a_folder_the_same_way(folder, tmp_path):
     assert not (tmp_path / "pictures").exists() and not (tmp_path / "ct2").exists()
 
 
-def app(*arguments: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [TINY_TRANSFORMER, "app", *arguments],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+def app(*arguments: str) -> ScriptResult:
+    """`tiny-transformer app` forked from this process: each case fails before the page would start."""
+    return run_command("app", *arguments)
 
 
 def test_the_demo_page_refuses_a_busy_port_a_bad_port_and_a_missing_folder_at_once(folder, tmp_path):
