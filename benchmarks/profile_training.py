@@ -1,14 +1,18 @@
 """Where a training step's time goes, in float32 and under bfloat16 autocast: torch.profiler's operators by kind.
 
     python benchmarks/profile_training.py [--steps 20] [--batch_tokens 2048] [--shape tiny] [--precision fp32 bf16]
+        [--attn_implementation sdpa eager]
 
-One step is what train.py runs: forward, the fused label-smoothed loss (training.loss, as TranslationTrainer hands
-it to Trainer), backward and Adam, on batches by tokens of the recipes' size (pairs of 9 + 9 tokens, the corpus's
-average, random ids; no data loading). Each precision is warmed up, then profiled over --steps steps. Prints, per
-precision, the step time, the share of each kind of operator (dropout's random masks, matrix multiplies, attention,
-softmax and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one
-JSON line; writes runs/speed/profile_training.json. On a CPU without bfloat16 instructions the bf16 rows show the
-emulation's cost.
+One step is what train.py runs: forward (under autocast for bf16, its outputs cast to float32 as accelerate does),
+the fused label-smoothed loss (training.loss, as TranslationTrainer hands it to Trainer), backward, gradient
+clipping and Adam, on batches by tokens of the recipes' size (pairs of 9 + 9 tokens, the corpus's average, random
+ids; no data loading), with train.py's settings (oneDNN's kernel cache, denormals flushed). Each
+precision is warmed up, then profiled over --steps steps, with the attention implementation given for it in the
+same order (default: sdpa for fp32, eager for bf16, what `--precision auto` chooses on this project's bf16 CPUs).
+Prints, per precision, the step time, the share of each kind of operator (dropout's random masks, matrix
+multiplies, attention, softmax and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the
+slowest operators, and one JSON line; writes runs/speed/profile_training.json. On a CPU without bfloat16
+instructions the bf16 rows show the emulation's cost.
 """
 
 import argparse
@@ -18,10 +22,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from accelerate.utils import convert_outputs_to_fp32
 from torch.profiler import ProfilerActivity, profile
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
-from hf_tiny_transformer.hardware import describe, keep_freed_memory
+from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels, keep_freed_memory
 from hf_tiny_transformer.training.loss import label_smoothed_cross_entropy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,22 +55,25 @@ def batch(vocab_size: int, batch_tokens: int, pair_length: int = 9) -> dict[str,
 
 
 def step(model, optimizer, inputs: dict, bf16: bool):
-    """One training step as TranslationTrainer runs it: the labels kept out of the model, the loss from the logits."""
+    """One training step as TranslationTrainer runs it: the labels kept out of the model, the forward pass under
+    autocast with its outputs cast to float32 (as accelerate wraps it for Trainer), the loss from the logits, and
+    Trainer's gradient clipping."""
     labels = inputs["labels"]
     decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+    forward = convert_outputs_to_fp32(torch.autocast("cpu", dtype=torch.bfloat16)(model)) if bf16 else model
     optimizer.zero_grad(set_to_none=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        logits = model(
-            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], decoder_input_ids=decoder_input_ids
-        ).logits
-        loss = label_smoothed_cross_entropy(logits, labels, 0.1)
-    loss.backward()
+    logits = forward(
+        input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], decoder_input_ids=decoder_input_ids
+    ).logits
+    label_smoothed_cross_entropy(logits, labels, 0.1).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
 
 
-def profile_precision(precision: str, args) -> dict:
+def profile_precision(precision: str, attention: str, args) -> dict:
     torch.manual_seed(0)
     model = TinyTransformerForConditionalGeneration(load_shape(args.shape)).train()
+    model.set_attn_implementation(attention)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=None)
     inputs = batch(model.config.vocab_size, args.batch_tokens)
     bf16 = precision == "bf16"
@@ -84,6 +92,7 @@ def profile_precision(precision: str, args) -> dict:
     slowest = sorted(events, key=lambda event: -event.self_cpu_time_total)[: args.top]
     tokens = inputs["input_ids"].numel() + inputs["labels"].numel()
     return {
+        "attention": attention,
         "seconds_per_step": seconds,
         "tokens_per_second": tokens / seconds,
         "shares": dict(sorted(shares.items(), key=lambda item: -item[1])),
@@ -98,15 +107,21 @@ def main(argv=None) -> None:
     parser.add_argument("--batch_tokens", type=int, default=2048)
     parser.add_argument("--shape", default="tiny")
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--attn_implementation", nargs="+", default=["sdpa", "eager"], choices=["sdpa", "eager"])
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "profile_training.json")
     args = parser.parse_args(argv)
+    if len(args.attn_implementation) != len(args.precision):
+        parser.error("give --attn_implementation one implementation for each --precision, in the same order")
+    keep_compiled_kernels()  # before oneDNN's first kernel, as train.py
     keep_freed_memory()
-    results = {precision: profile_precision(precision, args) for precision in args.precision}
+    flush_denormals()
+    pairs = zip(args.precision, args.attn_implementation)
+    results = {precision: profile_precision(precision, attention, args) for precision, attention in pairs}
     print(describe())
     for precision, result in results.items():
         print(
-            f"\n{precision}: {result['seconds_per_step'] * 1000:.0f} ms a step, "
+            f"\n{precision} ({result['attention']}): {result['seconds_per_step'] * 1000:.0f} ms a step, "
             f"{result['tokens_per_second']:,.0f} tokens/s"
         )
         print("| kind | share of operator time |\n|---|---:|")
