@@ -19,8 +19,9 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
 from .errors import UsageError, first_line
+from .serving.files import CTRANSLATE2_MODEL, ENCODER
 
-EXPORT_FILES = {"model.bin": "CTranslate2", "onnx/encoder_model.onnx": "ONNX"}  # a serving export's file -> its engine
+EXPORT_FILES = {CTRANSLATE2_MODEL: "CTranslate2", f"{ENCODER}.onnx": "ONNX"}  # a serving export's file -> its engine
 
 
 def load_model_folder(name: str, trust_remote_code: bool = False, **model_kwargs):

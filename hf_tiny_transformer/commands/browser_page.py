@@ -12,7 +12,8 @@ and can be uploaded as a static Hugging Face Space as it is (its README.md has t
 from pathlib import Path
 
 from ..errors import ArgumentParser, UsageError
-from .shared import check_output
+from ..serving.files import ENCODER
+from .shared import check_output_folder
 
 
 def parse_args(argv=None):
@@ -22,11 +23,9 @@ def parse_args(argv=None):
     parser.add_argument("--overwrite", action="store_true", help="replace a page already in --output_dir")
     args = parser.parse_args(argv)
     model = Path(args.model)
-    if not (model / "onnx" / "encoder_model.onnx").is_file():
+    if not (model / f"{ENCODER}.onnx").is_file():
         raise UsageError(f"--model {model} is not a folder written by tiny-transformer export-onnx; export one first")
-    check_output(args.output_dir, kind="folder", flag="--output_dir", inputs=(args.model,), overwrite=args.overwrite)
-    if not args.overwrite and Path(args.output_dir).is_dir() and any(Path(args.output_dir).iterdir()):
-        raise UsageError(f"--output_dir {args.output_dir} is not empty; pass --overwrite to replace it")
+    check_output_folder(args)
     return args
 
 

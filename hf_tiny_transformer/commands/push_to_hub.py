@@ -22,6 +22,7 @@ from transformers.dynamic_module_utils import get_relative_import_files
 
 from ..errors import ArgumentParser, UsageError, about, first_line
 from ..loading import load_model_folder
+from ..serving.files import CTRANSLATE2_MODEL
 from .shared import trust_remote_code_argument
 
 REQUIRED = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "README.md")
@@ -73,9 +74,10 @@ def files_to_upload(folder: Path) -> tuple[list[Path], list[Path]]:
     or holds pickled files anywhere."""
     if not folder.is_dir():
         raise UsageError(f"--folder {folder} is not a folder")
-    if (folder / "model.bin").is_file() and not (folder / "model.safetensors").is_file():
+    if (folder / CTRANSLATE2_MODEL).is_file() and not (folder / "model.safetensors").is_file():
         raise UsageError(
-            f"--folder {folder} is a CTranslate2 export (model.bin); push the model folder it was exported from"
+            f"--folder {folder} is a CTranslate2 export ({CTRANSLATE2_MODEL}); "
+            "push the model folder it was exported from"
         )
     every = sorted(path for path in folder.rglob("*") if path.is_file())
     pickles = [str(path.relative_to(folder)) for path in every if path.suffix in PICKLE_SUFFIXES]

@@ -257,13 +257,19 @@ def export_arguments(parser: argparse.ArgumentParser, argv, quantizations: Itera
     parser.add_argument("--overwrite", action="store_true", help="replace an export already in --output_dir")
     trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
+    check_output_folder(args)
+    return args
+
+
+def check_output_folder(args) -> None:
+    """--output_dir checked against --model and --overwrite before any work: a folder that holds anything is
+    replaced only with --overwrite."""
     check_output(args.output_dir, kind="folder", flag="--output_dir", inputs=(args.model,), overwrite=args.overwrite)
     output_dir = Path(args.output_dir)
     if not args.overwrite and output_dir.is_dir() and any(output_dir.iterdir()):
         raise UsageError(
             f"--output_dir {output_dir} is not empty; pass --overwrite to replace it, or choose a new folder"
         )
-    return args
 
 
 def export_model(args, load_exporter: Callable[[], Callable]) -> int:

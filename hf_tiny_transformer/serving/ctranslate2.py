@@ -23,11 +23,10 @@ import torch
 
 from ..hardware import ctranslate2_compute_type
 from ..saving import staged_folder
+from .files import SETTINGS_FILE
 from .translator import Translator, generation_limit, hypothesis_bytes, within_own_limits
 
 logger = logging.getLogger(__name__)
-
-SETTINGS_FILE = "hf_tiny_transformer.json"  # what the translator needs besides the engine's files
 
 
 def ctranslate2():

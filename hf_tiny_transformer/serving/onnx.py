@@ -34,11 +34,9 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
 from ..configuration_tiny_transformer import TinyTransformerConfig
 from ..saving import staged_folder
+from .files import DECODER, ENCODER, QUANTIZED, SETTINGS_FILE
 from .translator import TransformersTranslator
 
-SETTINGS_FILE = "hf_tiny_transformer.json"
-ENCODER, DECODER = "onnx/encoder_model", "onnx/decoder_model_merged"
-QUANTIZED = "_quantized"  # transformers.js's name for the int8 variant of a graph
 # config.json's fields for transformers.js, taken from the model's config as they are (Marian's names are ours)
 MARIAN_FIELDS = (
     "vocab_size d_model encoder_layers decoder_layers encoder_attention_heads decoder_attention_heads encoder_ffn_dim "
@@ -325,4 +323,4 @@ class OnnxTranslator(TransformersTranslator):
         super().__init__(model, AutoTokenizer.from_pretrained(folder))
 
 
-__all__ = ["export_onnx", "OnnxTranslator", "OnnxSeq2SeqLM", "ENCODER", "DECODER", "QUANTIZED"]
+__all__ = ["export_onnx", "OnnxTranslator", "OnnxSeq2SeqLM"]
