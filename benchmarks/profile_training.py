@@ -1,33 +1,38 @@
 """Where a training step's time goes, in float32 and under bfloat16 autocast: torch.profiler's operators by kind.
 
-    python benchmarks/profile_training.py [--steps 20] [--batch_tokens 2048] [--shape tiny] [--precision fp32 bf16]
-        [--attn_implementation sdpa eager]
+    python benchmarks/profile_training.py [--recipe training/recipes/ja-en.json] [--steps 20] [--batch_tokens 2048]
+        [--shape tiny] [--precision fp32 bf16] [--attn_implementation sdpa eager]
 
-One step is what train.py runs: forward (under autocast for bf16, its outputs cast to float32 as accelerate does),
-the fused label-smoothed loss (training.loss, as TranslationTrainer hands it to Trainer), backward, gradient
-clipping and Adam, on batches by tokens of the recipes' size (pairs of 9 + 9 tokens, the corpus's average, random
-ids; no data loading), with train.py's settings (oneDNN's kernel cache, denormals flushed). Each
-precision is warmed up, then profiled over --steps steps, with the attention implementation given for it in the
-same order (default: sdpa for fp32, eager for bf16, what `--precision auto` chooses on this project's bf16 CPUs).
+One step is train.py's (training.precision.ModeRun, as the precision trial times it: forward, under autocast for
+bf16 with its outputs cast to float32 as accelerate does, the recipe's label-smoothed loss, backward, gradient
+clipping and the run's optimizer from the recipe's flags), on one batch by tokens of the recipes' size (pairs of
+9 + 9 tokens, the corpus's average, random ids; no data loading), with train.py's settings (oneDNN's kernel cache,
+denormals flushed). Each precision is warmed up, then profiled over --steps steps, with the attention implementation
+given for it in the same order (default: sdpa for fp32, eager for bf16, what `--precision auto` chooses on this
+project's bf16 CPUs).
 Prints, per precision, the step time, the share of each kind of operator (dropout's random masks, matrix
 multiplies, attention, softmax and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the
 slowest operators, and one JSON line; writes runs/speed/profile_training.json. On a CPU without bfloat16
 instructions the bf16 rows show the emulation's cost.
 """
 
-import argparse
 import json
-import time
+import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import torch
-from accelerate.utils import convert_outputs_to_fp32
 from torch.profiler import ProfilerActivity, profile
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
+from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.data.files import read_json_object
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels, keep_freed_memory
-from hf_tiny_transformer.training.loss import label_smoothed_cross_entropy
+from hf_tiny_transformer.saving import write_atomically
+from hf_tiny_transformer.training.arguments import parse_arguments
+from hf_tiny_transformer.training.precision import Mode, ModeRun
 
 ROOT = Path(__file__).resolve().parents[1]
 # Operator name fragments -> kind (the first that matches).
@@ -46,44 +51,30 @@ def kind_of(name: str) -> str:
     return next((kind for kind, fragments in KINDS if any(fragment in name for fragment in fragments)), "other")
 
 
-def batch(vocab_size: int, batch_tokens: int, pair_length: int = 9) -> dict[str, torch.Tensor]:
-    """A batch of the size --batch_tokens makes for pairs of `pair_length` source and target tokens."""
+def batch(model, batch_tokens: int, pair_length: int = 9) -> dict[str, torch.Tensor]:
+    """A batch of the size --batch_tokens makes for pairs of `pair_length` source and target tokens, with the
+    decoder's inputs made from the labels as the run's collator makes them."""
     pairs = batch_tokens // (2 * pair_length)
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(4, vocab_size, (2, pairs, pair_length), generator=generator)
-    return {"input_ids": ids[0], "attention_mask": torch.ones_like(ids[0]), "labels": ids[1]}
+    ids = torch.randint(4, model.config.vocab_size, (2, pairs, pair_length), generator=generator)
+    return {
+        "input_ids": ids[0],
+        "attention_mask": torch.ones_like(ids[0]),
+        "labels": ids[1],
+        "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(ids[1]),
+    }
 
 
-def step(model, optimizer, inputs: dict, bf16: bool):
-    """One training step as TranslationTrainer runs it: the labels kept out of the model, the forward pass under
-    autocast with its outputs cast to float32 (as accelerate wraps it for Trainer), the loss from the logits, and
-    Trainer's gradient clipping."""
-    labels = inputs["labels"]
-    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
-    forward = convert_outputs_to_fp32(torch.autocast("cpu", dtype=torch.bfloat16)(model)) if bf16 else model
-    optimizer.zero_grad(set_to_none=True)
-    logits = forward(
-        input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], decoder_input_ids=decoder_input_ids
-    ).logits
-    label_smoothed_cross_entropy(logits, labels, 0.1).backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-
-
-def profile_precision(precision: str, attention: str, args) -> dict:
+def profile_precision(precision: str, attention: str, training_args, args) -> dict:
+    """train.py's step in this mode (training.precision.ModeRun: the run's optimizer, loss and clipping) on one
+    batch, warmed up, then profiled."""
     torch.manual_seed(0)
-    model = TinyTransformerForConditionalGeneration(load_shape(args.shape)).train()
-    model.set_attn_implementation(attention)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=None)
-    inputs = batch(model.config.vocab_size, args.batch_tokens)
-    bf16 = precision == "bf16"
-    for _ in range(args.warmup):
-        step(model, optimizer, inputs, bf16)
-    start = time.perf_counter()
+    model = TinyTransformerForConditionalGeneration(load_shape(args.shape))
+    runner = ModeRun(model, Mode(precision, attention), training_args, torch.device("cpu"))
+    inputs = batch(model, args.batch_tokens)
+    runner.steps([inputs] * args.warmup)
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
-        for _ in range(args.steps):
-            step(model, optimizer, inputs, bf16)
-    seconds = (time.perf_counter() - start) / args.steps
+        seconds = runner.steps([inputs] * args.steps) / args.steps
     events = [event for event in profiler.key_averages() if event.self_cpu_time_total > 0]
     total = sum(event.self_cpu_time_total for event in events)
     shares = defaultdict(float)
@@ -101,7 +92,8 @@ def profile_precision(precision: str, attention: str, args) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recipe", default=str(ROOT / "training" / "recipes" / "ja-en.json"))
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch_tokens", type=int, default=2048)
@@ -111,13 +103,19 @@ def main(argv=None) -> None:
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "profile_training.json")
     args = parser.parse_args(argv)
+    for flag, value in (("--steps", args.steps), ("--warmup", args.warmup), ("--batch_tokens", args.batch_tokens)):
+        at_least(flag, value, 1)
     if len(args.attn_implementation) != len(args.precision):
-        parser.error("give --attn_implementation one implementation for each --precision, in the same order")
-    keep_compiled_kernels()  # before oneDNN's first kernel, as train.py
+        raise UsageError("give --attn_implementation one implementation for each --precision, in the same order")
+    read_json_object(args.recipe, "--recipe")
+    keep_compiled_kernels()  # before oneDNN's first kernel and torch's first parallel operation, as train.py
     keep_freed_memory()
     flush_denormals()
+    _, _, training_args = parse_arguments([args.recipe, "--output_dir", tempfile.mkdtemp(), "--precision", "fp32"])
     pairs = zip(args.precision, args.attn_implementation)
-    results = {precision: profile_precision(precision, attention, args) for precision, attention in pairs}
+    results = {
+        precision: profile_precision(precision, attention, training_args, args) for precision, attention in pairs
+    }
     print(describe())
     for precision, result in results.items():
         print(
@@ -129,9 +127,9 @@ def main(argv=None) -> None:
             print(f"| {kind} | {share:.1%} |")
         print("slowest: " + ", ".join(f"{name} {share:.1%}" for name, share in result["slowest"]))
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"machine": describe(), **results}, indent=2) + "\n")
+    write_atomically(args.output, json.dumps({"machine": describe(), **results}, indent=2) + "\n")
     print(json.dumps({p: {"tokens_per_second": round(r["tokens_per_second"])} for p, r in results.items()}))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))
