@@ -84,8 +84,18 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """nn.functional.dropout, not called at all when it would return x unchanged (inference, or p = 0)."""
-    return nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
+    """Dropout: each element zeroed with probability p, the others scaled by 1 / (1 - p); x itself at inference or
+    p = 0. nn.functional.dropout except on the CPU, where its mask costs a 32-bit random number an element, drawn
+    one at a time (2.4 ms for a (1024, 256) activation, about a tenth of a training step): there the mask is drawn
+    as 16 random bits an element, four to a 64-bit draw, 4x faster (benchmarks/README.md), p rounded to 1/65536."""
+    if not training or p == 0:
+        return x
+    if x.device.type != "cpu":
+        return nn.functional.dropout(x, p=p, training=True)
+    bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # every bit random
+    bits = bits.view(torch.int16)[: x.numel()].view(x.shape)  # uniform over [-2^15, 2^15)
+    keep = bits >= round(p * 2**16) - 2**15
+    return x * (keep * (1 / (1 - p))).to(x.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -166,6 +166,27 @@ def test_label_smoothed_loss_and_its_gradient_match_a_float64_reference(epsilon)
     assert torch.all(logits.grad[1, 3:] == 0)  # ignored positions get no gradient
 
 
+@pytest.mark.parametrize("chunk_rows", [1024, 4])
+def test_label_smoothed_loss_of_bfloat16_logits_is_computed_in_float32(monkeypatch, chunk_rows):
+    """bf16 logits (bf16 autocast's): the loss is float32, computed from them as a float64 reference computes it,
+    and the gradient is that reference's in bfloat16, within its two roundings (the softmax's, then the scaling's)
+    (in chunks of 4 rows too: 15 rows, a partial chunk)."""
+    monkeypatch.setattr(LabelSmoothedCrossEntropy, "chunk_rows", chunk_rows)
+    torch.manual_seed(2)
+    logits = (torch.randn(3, 5, 50) * 3).bfloat16().requires_grad_()
+    labels = torch.randint(0, 50, (3, 5))
+    labels[2, 1:] = -100
+    reference_logits = logits.detach().double().requires_grad_()
+    expected = reference_label_smoothed_loss(reference_logits, labels, 0.1)
+    expected.backward()
+    got = label_smoothed_cross_entropy(logits, labels, 0.1)
+    got.backward()
+    assert got.dtype == torch.float32 and logits.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(got.double(), expected, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(logits.grad, reference_logits.grad.bfloat16(), atol=1e-6, rtol=2**-7)
+    assert torch.all(logits.grad[2, 1:] == 0)
+
+
 def test_label_smoothed_loss_in_chunks_equals_one_piece(monkeypatch):
     torch.manual_seed(1)
     logits = torch.randn(4, 7, 30, requires_grad=True)
