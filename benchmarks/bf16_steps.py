@@ -2,26 +2,30 @@
 fresh processes taking turns.
 
     python benchmarks/bf16_steps.py [--recipe training/recipes/ja-en.json] [--tokenizer runs/ja-en/tokenizer]
-        [--batches 150] [--rounds 2] [--corpus_dir DIR]
+        [--batches 150] [--rounds 2] [--corpus_dir DIR] [--tried]
 
 A step is the one train.py runs (training.precision.ModeRun: forward, under bfloat16 autocast with the outputs cast
 to float32 as accelerate does, the label-smoothed loss, backward, gradient clipping, the run's fused AdamW) of the
 recipe's model on --batches real batches by tokens of the recipe's corpus: a pass over them to warm up, then a timed
-pass, as a long run sees its batches again every epoch. The configurations, each adding one change to the one
-before it:
-- fp32: float32 with sdpa attention, the reference;
-- bf16 before: bfloat16 autocast with sdpa attention and oneDNN's default kernel cache (1,024 kernels), what
-  `--precision auto` trained in on such a CPU until now;
+pass, as a long run sees its batches again every epoch. The configurations, each bf16 row adding one change to the
+one before it:
+- fp32 before: float32 with sdpa attention, torch's dropout (bernoulli_, a random number an element) and the loss
+  computing its softmax again in the backward pass: the reference until now;
+- bf16 before: bfloat16 autocast with sdpa attention and oneDNN's default kernel cache (1,024 kernels);
 - + eager attention: the model's own attention instead of PyTorch's CPU flash attention (sdpa);
-- + kernel cache: oneDNN keeps 65,536 compiled kernels (hardware.keep_compiled_kernels, as train.py sets it): what
-  `--precision auto` trains in now where the trial finds it fastest.
-With --tried, also what was tried on top of that and not kept:
-- dropout masks from 15 random bits an element (int16 random_) instead of torch's bernoulli_;
+- + kernel cache: oneDNN keeps 65,536 compiled kernels (hardware.keep_compiled_kernels, as train.py sets it);
+- + dropout masks from 64-bit draws: the model's CPU dropout (16 random bits an element, four to a draw);
+- + loss and gradient in one pass: training.loss as it is now: what `--precision auto` trains in where the trial
+  finds it fastest;
+- fp32 now: float32 with the same kernel cache, dropout and loss: the reference the gain is measured against.
+With --tried, also what was tried on top of the bf16 row and not kept:
 - bf16 weights: the model itself in bfloat16 (no autocast), float32 master weights in the optimizer;
 - fp32 with bf16 matmul math: float32 everywhere, oneDNN computing the matrix multiplies from bfloat16 inputs
   (torch.backends.mkldnn.matmul.fp32_precision = "bf16"), eager attention;
 - torch.compile of each encoder and decoder layer (dynamic shapes; compiling once, before the warm-up pass).
-Prints the table (seconds a step, medians over rounds, and the gain over fp32) and one JSON line; writes
+Each process also reads the share of the machine's CPU time the hypervisor took while it was timed (steal, from
+/proc/stat): on a shared virtual machine a step's time moves with it. Prints the table (seconds a step, medians over
+rounds, the gain over fp32 now and the largest steal share seen) and one JSON line; writes
 runs/speed/bf16_steps.json.
 """
 
@@ -32,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hf_tiny_transformer.commands.shared import run
@@ -40,18 +45,37 @@ from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.saving import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
-# name -> (precision, attention, oneDNN kernel cache, what else is changed)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a configuration trains with: precision, attention, oneDNN's kernel cache, the dropout masks ("bernoulli"
+    or "64-bit draws"), the loss ("two passes" or "one pass") and anything tried on top (None: nothing)."""
+
+    precision: str = "fp32"
+    attention: str = "sdpa"
+    kernels: int = 1024
+    dropout: str = "bernoulli"
+    loss: str = "two passes"
+    tried: str | None = None
+
+
+BEFORE = Setting()
+KERNELS = replace(BEFORE, precision="bf16", attention="eager", kernels=65536)
+NOW = replace(KERNELS, dropout="64-bit draws", loss="one pass")
 STEPS = {
-    "fp32": ("fp32", "sdpa", 1024, None),
-    "bf16 before": ("bf16", "sdpa", 1024, None),
-    "+ eager attention": ("bf16", "eager", 1024, None),
-    "+ kernel cache": ("bf16", "eager", 65536, None),
+    "fp32 before": BEFORE,
+    "bf16 before": replace(BEFORE, precision="bf16"),
+    "+ eager attention": replace(BEFORE, precision="bf16", attention="eager"),
+    "+ kernel cache": KERNELS,
+    "+ dropout masks from 64-bit draws": replace(KERNELS, dropout="64-bit draws"),
+    "+ loss and gradient in one pass": NOW,
+    "fp32 now": replace(NOW, precision="fp32", attention="sdpa"),
 }
 TRIED = {
-    "+ dropout masks from random bits": ("bf16", "eager", 65536, "dropout"),
-    "bf16 weights, fp32 master weights": ("bf16", "eager", 65536, "weights"),
-    "fp32 with bf16 matmul math": ("fp32", "eager", 65536, "matmul"),
-    "+ torch.compile of the layers": ("bf16", "eager", 65536, "compile"),
+    "bf16 weights, fp32 master weights": replace(NOW, tried="weights"),
+    "fp32 with bf16 matmul math": replace(NOW, precision="fp32", tried="matmul"),
+    "+ torch.compile of the layers": replace(NOW, tried="compile"),
 }
 
 
@@ -74,9 +98,10 @@ def parse_args(argv=None):
 
 
 def worker(args) -> None:
-    """One configuration in this process: prints the seconds a step took over the timed pass."""
-    precision, attention, capacity, change = {**STEPS, **TRIED}[args.worker]
-    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(capacity)  # before oneDNN makes its first kernel
+    """One configuration in this process: prints the seconds a step took over the timed pass and the share of the
+    machine's CPU time stolen meanwhile."""
+    setting = {**STEPS, **TRIED}[args.worker]
+    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(setting.kernels)  # before oneDNN makes its first kernel
     import torch
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq
 
@@ -84,14 +109,17 @@ def worker(args) -> None:
     from hf_tiny_transformer import modeling_tiny_transformer as modeling
     from hf_tiny_transformer.data.sources import load_pairs
     from hf_tiny_transformer.hardware import flush_denormals, keep_freed_memory
+    from hf_tiny_transformer.training import precision as training_precision
     from hf_tiny_transformer.training.arguments import parse_arguments
     from hf_tiny_transformer.training.precision import Mode, ModeRun, trial_batches
 
     keep_freed_memory()
     flush_denormals()
-    if change == "dropout":
-        modeling.apply_dropout = random_bits_dropout
-    if change == "matmul":
+    if setting.dropout == "bernoulli":
+        modeling.apply_dropout = bernoulli_dropout
+    if setting.loss == "two passes":
+        training_precision.label_smoothed_cross_entropy = two_pass_loss
+    if setting.tried == "matmul":
         torch.backends.mkldnn.matmul.fp32_precision = "bf16"
     flags = [args.recipe, "--output_dir", tempfile.mkdtemp(), "--precision", "fp32"]
     _, data_args, training_args = parse_arguments(
@@ -112,25 +140,66 @@ def worker(args) -> None:
     torch.manual_seed(0)
     model = TinyTransformerForConditionalGeneration(load_shape("tiny", vocab_size=len(tokenizer)))
     batches = trial_batches(train, DataCollatorForSeq2Seq(tokenizer, model=model), training_args, count=args.batches)
-    runner = (MasterWeightsRun if change == "weights" else ModeRun)(
-        model, Mode(precision, attention), training_args, torch.device("cpu")
+    runner = (MasterWeightsRun if setting.tried == "weights" else ModeRun)(
+        model, Mode(setting.precision, setting.attention), training_args, torch.device("cpu")
     )
-    if change == "compile":
+    if setting.tried == "compile":
         for layer in (*runner.model.model.encoder.layers, *runner.model.model.decoder.layers):
             layer.compile(dynamic=True)
         runner.steps(batches[:2])  # compiled here, not timed
     runner.steps(batches)  # the first epoch: every shape's kernels made
-    print(json.dumps({"seconds_per_step": runner.steps(batches) / len(batches)}))
+    before = cpu_times()
+    seconds = runner.steps(batches) / len(batches)
+    print(json.dumps({"seconds_per_step": seconds, "steal": stolen_share(before, cpu_times())}))
 
 
-def random_bits_dropout(x, p: float, training: bool):
-    """Dropout whose mask is drawn as 15 random bits an element (p rounded to a multiple of 1/32768)."""
+def cpu_times() -> list[int]:
+    """The machine's CPU time so far by kind, in clock ticks (/proc/stat's first line: user, nice, system, idle,
+    iowait, irq, softirq, steal, ...); empty where there is no /proc/stat."""
+    try:
+        with open("/proc/stat", encoding="ascii") as lines:
+            return [int(value) for value in lines.readline().split()[1:9]]
+    except OSError:
+        return []
+
+
+def stolen_share(before: list[int], after: list[int]) -> float | None:
+    """The share of the CPU time between two cpu_times() that the hypervisor took (steal); None where unknown."""
+    spent = [b - a for a, b in zip(before, after)]
+    return spent[7] / sum(spent) if len(spent) == 8 and sum(spent) else None
+
+
+def bernoulli_dropout(x, p: float, training: bool):
+    """torch's dropout, which the model used on the CPU before (a bernoulli_ draw an element)."""
     import torch
 
-    if not training or p == 0:
-        return x
-    keep = torch.empty(x.shape, dtype=torch.int16).random_() >= round(p * 2**15)
-    return x * (keep * (1 / (1 - p))).to(x.dtype)
+    return torch.nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
+
+
+def two_pass_loss(logits, labels, epsilon: float, num_items_in_batch=None):
+    """The label-smoothed loss as it was before: the forward pass computes the loss, the backward pass the softmax
+    again for the gradient (one more exponential of every logit)."""
+    import torch
+
+    class TwoPasses(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, z, targets, active):  # z (N, V) float32, targets and active (N,)
+            log_normalizers = torch.logsumexp(z, dim=-1)  # (N,)
+            target_logit = z.gather(-1, targets[:, None]).squeeze(-1)  # (N,)
+            row_loss = log_normalizers - (1 - epsilon) * target_logit - epsilon * z.mean(-1)
+            ctx.save_for_backward(z, targets, active, log_normalizers)
+            return row_loss.masked_fill(~active, 0.0).sum()
+
+        @staticmethod
+        def backward(ctx, grad_total):
+            z, targets, active, log_normalizers = ctx.saved_tensors
+            grad = torch.sub(z, log_normalizers[:, None]).exp_().sub_(epsilon / z.shape[-1])  # (N, V)
+            grad.scatter_add_(-1, targets[:, None], grad.new_full((grad.shape[0], 1), -(1 - epsilon)))
+            return grad.mul_((grad_total * active).unsqueeze(-1)), None, None
+
+    labels = labels.flatten()
+    total = TwoPasses.apply(logits.flatten(0, 1).float(), labels.clamp(min=0), labels != -100)
+    return total / (labels != -100).sum()
 
 
 class MasterWeightsRun:
@@ -182,6 +251,7 @@ def main(argv=None) -> None:
     read_json_object(args.recipe, "--recipe")
     configurations = {**STEPS, **(TRIED if args.tried else {})}
     seconds = {name: [] for name in configurations}
+    steal = {name: [] for name in configurations}
     with tempfile.TemporaryDirectory() as folder:
         tokenizer = args.tokenizer or make_tokenizer(args, Path(folder) / "tokenizer")
         for _ in range(args.rounds):
@@ -207,19 +277,24 @@ def main(argv=None) -> None:
                 )
                 if result.returncode != 0:
                     raise UsageError(f"{name!r} failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}")
-                seconds[name].append(json.loads(result.stdout.strip().splitlines()[-1])["seconds_per_step"])
+                measured = json.loads(result.stdout.strip().splitlines()[-1])
+                seconds[name].append(measured["seconds_per_step"])
+                steal[name].append(measured["steal"])
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     from hf_tiny_transformer.hardware import describe
 
     print(f"{describe()}\n{Path(args.recipe).name}, {args.batches} batches, {args.rounds} rounds")
-    print("| configuration | seconds a step | fp32 / this |\n|---|---:|---:|")
+    print("| configuration | seconds a step | fp32 now / this | CPU time stolen, at most |\n|---|---:|---:|---:|")
     for name, value in medians.items():
-        print(f"| {name} | {value:.3f} | {medians['fp32'] / value:.2f} |")
+        shares = [share for share in steal[name] if share is not None]
+        stolen = f"{max(shares):.1%}" if shares else "unknown"
+        print(f"| {name} | {value:.3f} | {medians['fp32 now'] / value:.2f} | {stolen} |")
     result = {
         "machine": describe(),
         "recipe": Path(args.recipe).name,
         "batches": args.batches,
         "seconds": seconds,
+        "steal": steal,
         "medians": medians,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -136,3 +136,27 @@ def test_the_profile_refuses_bad_flags_before_any_work(tmp_path):
         with pytest.raises(UsageError, match=re.escape(message)):
             profile_training.main(["--output", str(tmp_path / "profile.json"), *flags])
     assert not (tmp_path / "profile.json").exists()
+
+
+def test_bf16_steps_benchmark_runs_every_configuration(demo_files, tmp_path):
+    """Each configuration in its own process, on a corpus of the recipe's layout (the demo's), a tokenizer trained
+    on it as the benchmark does when none is given; the table's ratios are those of what it measured."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
+        for lang in ("en", "ja"):
+            (corpus / f"{name}.{lang}").write_bytes((demo_files / f"{split}.{lang}").read_bytes())
+    output = tmp_path / "steps.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "bf16_steps.py"), "--corpus_dir", str(corpus)]
+    command += ["--batches", "1", "--rounds", "1", "--output", str(output)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    measured = json.loads(output.read_text())
+    names = ["fp32 before", "bf16 before", "+ eager attention", "+ kernel cache", "+ dropout masks from 64-bit draws"]
+    names += ["+ loss and gradient in one pass", "fp32 now"]
+    assert list(measured["medians"]) == names
+    assert all(len(values) == 1 and values[0] > 0 for values in measured["seconds"].values())
+    assert all(share is None or 0 <= share < 1 for shares in measured["steal"].values() for share in shares)
+    fp32_now = measured["medians"]["fp32 now"]
+    for name, seconds in measured["medians"].items():
+        assert f"| {name} | {seconds:.3f} | {fp32_now / seconds:.2f} | " in result.stdout
