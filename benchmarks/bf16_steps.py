@@ -9,15 +9,14 @@ to float32 as accelerate does, the label-smoothed loss, backward, gradient clipp
 recipe's model on --batches real batches by tokens of the recipe's corpus: a pass over them to warm up, then a timed
 pass, as a long run sees its batches again every epoch. The configurations, each bf16 row adding one change to the
 one before it:
-- fp32 before: float32 with sdpa attention, torch's dropout (bernoulli_, a random number an element) and the loss
-  computing its softmax again in the backward pass: the reference until now;
+- fp32 before: float32 with sdpa attention and torch's dropout (bernoulli_, a random number an element drawn one at
+  a time): the reference until now;
 - bf16 before: bfloat16 autocast with sdpa attention and oneDNN's default kernel cache (1,024 kernels);
 - + eager attention: the model's own attention instead of PyTorch's CPU flash attention (sdpa);
 - + kernel cache: oneDNN keeps 65,536 compiled kernels (hardware.keep_compiled_kernels, as train.py sets it);
-- + dropout masks from 64-bit draws: the model's CPU dropout (16 random bits an element, four to a draw);
-- + loss and gradient in one pass: training.loss as it is now: what `--precision auto` trains in where the trial
-  finds it fastest;
-- fp32 now: float32 with the same kernel cache, dropout and loss: the reference the gain is measured against.
+- + dropout masks from 64-bit draws: the model's CPU dropout (16 random bits an element, four to a draw): what
+  `--precision auto` trains in where the trial finds it fastest;
+- fp32 now: float32 with the same kernel cache and dropout: the reference the gain is measured against.
 With --tried, also what was tried on top of the bf16 row and not kept:
 - bf16 weights: the model itself in bfloat16 (no autocast), float32 master weights in the optimizer;
 - fp32 with bf16 matmul math: float32 everywhere, oneDNN computing the matrix multiplies from bfloat16 inputs
@@ -50,26 +49,24 @@ ROOT = Path(__file__).resolve().parents[1]
 @dataclass(frozen=True)
 class Setting:
     """What a configuration trains with: precision, attention, oneDNN's kernel cache, the dropout masks ("bernoulli"
-    or "64-bit draws"), the loss ("two passes" or "one pass") and anything tried on top (None: nothing)."""
+    or "64-bit draws") and anything tried on top (None: nothing)."""
 
     precision: str = "fp32"
     attention: str = "sdpa"
     kernels: int = 1024
     dropout: str = "bernoulli"
-    loss: str = "two passes"
     tried: str | None = None
 
 
 BEFORE = Setting()
 KERNELS = replace(BEFORE, precision="bf16", attention="eager", kernels=65536)
-NOW = replace(KERNELS, dropout="64-bit draws", loss="one pass")
+NOW = replace(KERNELS, dropout="64-bit draws")
 STEPS = {
     "fp32 before": BEFORE,
     "bf16 before": replace(BEFORE, precision="bf16"),
     "+ eager attention": replace(BEFORE, precision="bf16", attention="eager"),
     "+ kernel cache": KERNELS,
-    "+ dropout masks from 64-bit draws": replace(KERNELS, dropout="64-bit draws"),
-    "+ loss and gradient in one pass": NOW,
+    "+ dropout masks from 64-bit draws": NOW,
     "fp32 now": replace(NOW, precision="fp32", attention="sdpa"),
 }
 TRIED = {
@@ -109,7 +106,6 @@ def worker(args) -> None:
     from hf_tiny_transformer import modeling_tiny_transformer as modeling
     from hf_tiny_transformer.data.sources import load_pairs
     from hf_tiny_transformer.hardware import flush_denormals, keep_freed_memory
-    from hf_tiny_transformer.training import precision as training_precision
     from hf_tiny_transformer.training.arguments import parse_arguments
     from hf_tiny_transformer.training.precision import Mode, ModeRun, trial_batches
 
@@ -117,8 +113,6 @@ def worker(args) -> None:
     flush_denormals()
     if setting.dropout == "bernoulli":
         modeling.apply_dropout = bernoulli_dropout
-    if setting.loss == "two passes":
-        training_precision.label_smoothed_cross_entropy = two_pass_loss
     if setting.tried == "matmul":
         torch.backends.mkldnn.matmul.fp32_precision = "bf16"
     flags = [args.recipe, "--output_dir", tempfile.mkdtemp(), "--precision", "fp32"]
@@ -174,32 +168,6 @@ def bernoulli_dropout(x, p: float, training: bool):
     import torch
 
     return torch.nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
-
-
-def two_pass_loss(logits, labels, epsilon: float, num_items_in_batch=None):
-    """The label-smoothed loss as it was before: the forward pass computes the loss, the backward pass the softmax
-    again for the gradient (one more exponential of every logit)."""
-    import torch
-
-    class TwoPasses(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, z, targets, active):  # z (N, V) float32, targets and active (N,)
-            log_normalizers = torch.logsumexp(z, dim=-1)  # (N,)
-            target_logit = z.gather(-1, targets[:, None]).squeeze(-1)  # (N,)
-            row_loss = log_normalizers - (1 - epsilon) * target_logit - epsilon * z.mean(-1)
-            ctx.save_for_backward(z, targets, active, log_normalizers)
-            return row_loss.masked_fill(~active, 0.0).sum()
-
-        @staticmethod
-        def backward(ctx, grad_total):
-            z, targets, active, log_normalizers = ctx.saved_tensors
-            grad = torch.sub(z, log_normalizers[:, None]).exp_().sub_(epsilon / z.shape[-1])  # (N, V)
-            grad.scatter_add_(-1, targets[:, None], grad.new_full((grad.shape[0], 1), -(1 - epsilon)))
-            return grad.mul_((grad_total * active).unsqueeze(-1)), None, None
-
-    labels = labels.flatten()
-    total = TwoPasses.apply(logits.flatten(0, 1).float(), labels.clamp(min=0), labels != -100)
-    return total / (labels != -100).sum()
 
 
 class MasterWeightsRun:

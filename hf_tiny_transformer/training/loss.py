@@ -2,9 +2,9 @@
 
     loss = label_smoothed_cross_entropy(logits, labels, epsilon=0.1, num_items_in_batch=n)
 
-One fused autograd function that computes the loss and its gradient in one pass and keeps a single logits-sized
-buffer (the gradient) where torch's cross_entropy with label_smoothing keeps its log-softmax and a gradient: 1.09x
-the training speed and 0.81x the memory of Trainer's label smoother on this project's CPU (benchmarks/README.md).
+One fused autograd function that keeps a single float32 logits-sized buffer (the gradient) where torch's
+cross_entropy with label_smoothing keeps its log-softmax and a gradient: 1.09x the training speed and 0.81x the
+memory of Trainer's label smoother on this project's CPU (benchmarks/README.md).
 """
 
 import torch
@@ -15,11 +15,10 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
 
         loss_i = logsumexp(z_i) - (1 - eps) z_iy - eps mean_v(z_iv),
 
-    and its gradient softmax(z_i) - (1 - eps) one-hot(y) - eps / V, both in one pass over the logits: the forward
-    pass reads them `chunk_rows` rows at a time and writes the gradient in place into one logits-sized buffer of the
-    logits' dtype (computed in float32), which the backward pass only scales. torch's cross_entropy with
-    label_smoothing keeps its log-softmax for the backward pass, and its gradient is a second buffer; computing
-    the softmax again in the backward pass, as this did before, took one more exponential of every logit.
+    with the gradient softmax(z_i) - (1 - eps) one-hot(y) - eps / V written in place into one float32 logits-sized
+    buffer (cast to the logits' dtype when that is lower). The forward pass reads the logits `chunk_rows` rows at a
+    time and keeps one number a row: no other logits-sized buffer is made (torch's cross_entropy keeps its
+    log-softmax for the backward pass, and its gradient is a second one).
     """
 
     chunk_rows = 1024
@@ -27,31 +26,34 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
         """logits (N, V) in any float dtype, labels (N,) with -100 where ignored -> the summed loss, float32."""
-        active = (labels != -100)[:, None]  # (N, 1)
-        targets = labels.clamp(min=0)[:, None]  # (N, 1)
-        grad = torch.empty_like(logits)  # (N, V): the one logits-sized buffer
-        in_place = grad.dtype == torch.float32  # else computed in float32 a chunk at a time
+        active = labels != -100
+        targets = labels.clamp(min=0)
+        log_normalizers = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)  # (N,)
         total = logits.new_zeros((), dtype=torch.float32)
         for start in range(0, logits.shape[0], LabelSmoothedCrossEntropy.chunk_rows):
             rows = slice(start, start + LabelSmoothedCrossEntropy.chunk_rows)
             z = logits[rows].float()  # (n, V)
-            work = grad[rows] if in_place else torch.empty_like(z)  # (n, V), float32, written in place
-            torch.sub(z, z.amax(-1, keepdim=True), out=work)  # z - max: the maximum cancels in the loss
-            row_loss = -(1 - epsilon) * work.gather(-1, targets[rows]) - epsilon * work.mean(-1, keepdim=True)
-            sums = work.exp_().sum(-1, keepdim=True)  # (n, 1)
-            total += (row_loss + sums.log()).masked_fill(~active[rows], 0.0).sum()
-            # the gradient: softmax - eps / V, minus (1 - eps) at the target; 0 on ignored rows
-            torch.addcmul(-epsilon / logits.shape[-1] * active[rows], work, active[rows] / sums, out=work)
-            work.scatter_add_(-1, targets[rows], -(1 - epsilon) * active[rows].float())
-            if not in_place:
-                grad[rows] = work
-        ctx.save_for_backward(grad)
+            log_normalizers[rows] = torch.logsumexp(z, dim=-1)
+            target_logit = z.gather(-1, targets[rows, None]).squeeze(-1)  # (n,)
+            row_loss = log_normalizers[rows] - (1 - epsilon) * target_logit - epsilon * z.mean(-1)
+            total += row_loss.masked_fill(~active[rows], 0.0).sum()
+        ctx.save_for_backward(logits, targets, active, log_normalizers)
+        ctx.epsilon = epsilon
         return total
 
     @staticmethod
     def backward(ctx, grad_total: torch.Tensor):
-        (grad,) = ctx.saved_tensors
-        return grad * grad_total.to(grad.dtype), None, None
+        logits, targets, active, log_normalizers = ctx.saved_tensors
+        epsilon, vocab_size = ctx.epsilon, logits.shape[-1]
+        grad = torch.empty_like(logits, dtype=torch.float32)  # (N, V): the one logits-sized buffer
+        for start in range(0, logits.shape[0], LabelSmoothedCrossEntropy.chunk_rows):
+            rows = slice(start, start + LabelSmoothedCrossEntropy.chunk_rows)
+            chunk = grad[rows]  # (n, V), a view: written in place
+            torch.sub(logits[rows], log_normalizers[rows, None], out=chunk)
+            chunk.exp_().sub_(epsilon / vocab_size)  # softmax - eps / V
+            chunk.scatter_add_(-1, targets[rows, None], chunk.new_full((chunk.shape[0], 1), -(1 - epsilon)))
+            chunk.mul_((grad_total * active[rows]).unsqueeze(-1))
+        return grad.to(logits.dtype), None, None
 
 
 def label_smoothed_cross_entropy(
