@@ -92,7 +92,8 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         return x
     if x.device.type != "cpu":
         return nn.functional.dropout(x, p=p, training=True)
-    bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # every bit random
+    bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device)
+    bits = bits.random_(-(2**63), None)  # every bit random
     bits = bits.view(torch.int16)[: x.numel()].view(x.shape)  # uniform over [-2^15, 2^15)
     keep = bits >= round(p * 2**16) - 2**15
     return x * (keep * (1 / (1 - p))).to(x.dtype)
