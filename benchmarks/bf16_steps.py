@@ -2,7 +2,7 @@
 fresh processes taking turns.
 
     python benchmarks/bf16_steps.py [--recipe training/recipes/ja-en.json] [--tokenizer runs/ja-en/tokenizer]
-        [--batches 150] [--rounds 2] [--corpus_dir DIR] [--tried]
+        [--batches 150] [--rounds 2] [--corpus_dir DIR] [--threads N] [--tried]
 
 A step is the one train.py runs (training.precision.ModeRun: forward, under bfloat16 autocast with the outputs cast
 to float32 as accelerate does, the label-smoothed loss, backward, gradient clipping, the run's fused AdamW) of the
@@ -17,7 +17,8 @@ one before it:
 - + dropout masks from 64-bit draws: the model's CPU dropout (16 random bits an element, four to a draw): what
   `--precision auto` trains in where the trial finds it fastest;
 - fp32 now: float32 with the same kernel cache and dropout: the reference the gain is measured against.
-With --tried, also what was tried on top of the bf16 row and not kept:
+--threads N runs every configuration on N of torch's threads (default: torch's own choice, one a core): how the
+gain changes with the threads. With --tried, also what was tried on top of the bf16 row and not kept:
 - bf16 weights: the model itself in bfloat16 (no autocast), float32 master weights in the optimizer;
 - fp32 with bf16 matmul math: float32 everywhere, oneDNN computing the matrix multiplies from bfloat16 inputs
   (torch.backends.mkldnn.matmul.fp32_precision = "bf16"), eager attention;
@@ -84,10 +85,11 @@ def parse_args(argv=None):
     parser.add_argument("--batches", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "bf16_steps.json")
+    parser.add_argument("--threads", type=int, help="torch's threads in every configuration; default: torch's choice")
     parser.add_argument("--tried", action="store_true", help="also what was tried and not kept")
     parser.add_argument("--worker", choices=[*STEPS, *TRIED], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    for flag, value in (("--batches", args.batches), ("--rounds", args.rounds)):
+    for flag, value in (("--batches", args.batches), ("--rounds", args.rounds), ("--threads", args.threads)):
         at_least(flag, value, 1)
     if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").is_file():
         raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
@@ -101,6 +103,9 @@ def worker(args) -> None:
     os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(setting.kernels)  # before oneDNN makes its first kernel
     import torch
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
     from hf_tiny_transformer import modeling_tiny_transformer as modeling
@@ -236,6 +241,7 @@ def main(argv=None) -> None:
                     "--batches",
                     str(args.batches),
                 ] + (["--corpus_dir", args.corpus_dir] if args.corpus_dir else [])
+                command += ["--threads", str(args.threads)] if args.threads else []
                 result = subprocess.run(
                     command,
                     capture_output=True,
@@ -251,7 +257,8 @@ def main(argv=None) -> None:
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     from hf_tiny_transformer.hardware import describe
 
-    print(f"{describe()}\n{Path(args.recipe).name}, {args.batches} batches, {args.rounds} rounds")
+    threads = f", torch's threads: {args.threads} in every configuration" if args.threads else ""
+    print(f"{describe()}\n{Path(args.recipe).name}, {args.batches} batches, {args.rounds} rounds{threads}")
     print("| configuration | seconds a step | fp32 now / this | CPU time stolen, at most |\n|---|---:|---:|---:|")
     for name, value in medians.items():
         shares = [share for share in steal[name] if share is not None]
@@ -261,6 +268,7 @@ def main(argv=None) -> None:
         "machine": describe(),
         "recipe": Path(args.recipe).name,
         "batches": args.batches,
+        "threads": args.threads,
         "seconds": seconds,
         "steal": steal,
         "medians": medians,

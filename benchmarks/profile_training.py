@@ -37,7 +37,7 @@ from hf_tiny_transformer.training.precision import Mode, ModeRun
 ROOT = Path(__file__).resolve().parents[1]
 # Operator name fragments -> kind (the first that matches).
 KINDS = (
-    ("dropout", ("bernoulli", "dropout")),
+    ("dropout", ("bernoulli", "dropout", "random_")),
     ("matrix multiplies", ("mm", "matmul", "linear", "addmm", "bmm", "baddbmm")),
     ("attention", ("scaled_dot_product", "flash_attention", "_efficient_attention")),
     ("softmax and loss", ("softmax", "logsumexp", "LabelSmoothed", "scatter", "gather", "exp", "log")),

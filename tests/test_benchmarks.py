@@ -148,10 +148,12 @@ def test_bf16_steps_benchmark_runs_every_configuration(demo_files, tmp_path):
             (corpus / f"{name}.{lang}").write_bytes((demo_files / f"{split}.{lang}").read_bytes())
     output = tmp_path / "steps.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "bf16_steps.py"), "--corpus_dir", str(corpus)]
-    command += ["--batches", "1", "--rounds", "1", "--output", str(output)]
+    command += ["--batches", "1", "--rounds", "1", "--threads", "1", "--output", str(output)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     measured = json.loads(output.read_text())
+    assert measured["threads"] == 1
+    assert "1 batches, 1 rounds, torch's threads: 1 in every configuration" in result.stdout
     names = ["fp32 before", "bf16 before", "+ eager attention", "+ kernel cache", "+ dropout masks from 64-bit draws"]
     names.append("fp32 now")
     assert list(measured["medians"]) == names
@@ -160,3 +162,49 @@ def test_bf16_steps_benchmark_runs_every_configuration(demo_files, tmp_path):
     fp32_now = measured["medians"]["fp32 now"]
     for name, seconds in measured["medians"].items():
         assert f"| {name} | {seconds:.3f} | {fp32_now / seconds:.2f} | " in result.stdout
+
+
+def test_bf16_steps_refuses_bad_flags_before_any_work(tmp_path):
+    spec = importlib.util.spec_from_file_location("bf16_steps", ROOT / "benchmarks" / "bf16_steps.py")
+    bf16_steps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bf16_steps)
+    cases = {
+        ("--threads", "0"): "--threads must be at least 1, got 0",
+        ("--rounds", "0"): "--rounds must be at least 1, got 0",
+        ("--batches", "-2"): "--batches must be at least 1, got -2",
+        ("--tokenizer", str(tmp_path)): f"--tokenizer {tmp_path} holds no tokenizer.json; pass a saved tokenizer's",
+        ("--recipe", str(tmp_path / "none.json")): "none.json",
+    }
+    for flags, message in cases.items():
+        with pytest.raises(UsageError, match=re.escape(message)):
+            bf16_steps.main(["--output", str(tmp_path / "steps.json"), *flags])
+    assert not (tmp_path / "steps.json").exists()
+
+
+def test_dropout_benchmark_times_both_masks_and_keeps_their_shares(tmp_path):
+    """Both dropouts in both dtypes, in the table with their ratio to torch's and the share of elements each kept
+    (about 1 - p: a mask that kept everything, or nothing, would show here)."""
+    output = tmp_path / "dropout.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "dropout.py"), "--rows", "64", "--p", "0.25"]
+    command += ["--repeats", "2", "--rounds", "1", "--output", str(output)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    measured = json.loads(output.read_text())
+    assert measured["shape"] == [64, 256] and measured["p"] == 0.25
+    for dtype in ("float32", "bfloat16"):
+        kinds = measured["results"][dtype]
+        assert list(kinds) == ["torch (bernoulli_)", "the model's (64-bit draws)"]
+        for kind, values in kinds.items():
+            assert 0.72 < values["kept"] < 0.78, (dtype, kind, values["kept"])
+            ratio = kinds["torch (bernoulli_)"]["ms"] / values["ms"]
+            assert f"| {dtype} | {kind} | {values['ms']:.3f} | {ratio:.2f} | {values['kept']:.4f} |" in result.stdout
+
+
+def test_dropout_benchmark_refuses_bad_flags_in_one_line(tmp_path):
+    cases = {("--p", "1"): "--p must lie between 0 and 1 (exclusive), got 1.0", ("--rounds", "0"): "--rounds must"}
+    for flags, message in cases.items():
+        command = [sys.executable, str(ROOT / "benchmarks" / "dropout.py"), *flags, "--output", str(tmp_path / "d")]
+        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+        assert result.stderr.startswith(f"dropout.py: {message}")
+    assert not (tmp_path / "d").exists()
