@@ -2,16 +2,13 @@
 
 import importlib.util
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 from conftest import SMALL_MODEL
-from hf_tiny_transformer.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "speed_vs_marian.py"
@@ -123,18 +120,18 @@ def test_training_modes_benchmark_refuses_a_missing_tokenizer(tmp_path):
     assert result.stderr.strip().splitlines() == [message]
 
 
-def test_the_profile_refuses_bad_flags_before_any_work(tmp_path):
-    spec = importlib.util.spec_from_file_location("profile_training", ROOT / "benchmarks" / "profile_training.py")
-    profile_training = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(profile_training)
+def test_the_profile_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
     cases = {
         ("--precision", "fp32"): "give --attn_implementation one implementation for each --precision",
         ("--steps", "0"): "--steps must be at least 1, got 0",
         ("--recipe", str(tmp_path / "nope.json")): f"--recipe {tmp_path / 'nope.json'} does not exist",
     }
     for flags, message in cases.items():
-        with pytest.raises(UsageError, match=re.escape(message)):
-            profile_training.main(["--output", str(tmp_path / "profile.json"), *flags])
+        command = [sys.executable, str(ROOT / "benchmarks" / "profile_training.py"), *flags]
+        command += ["--output", str(tmp_path / "profile.json")]
+        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        [line] = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and line.startswith(f"profile_training.py: {message}")
     assert not (tmp_path / "profile.json").exists()
 
 
