@@ -39,7 +39,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hf_tiny_transformer.commands.shared import check_output, run
+from hf_tiny_transformer.commands.shared import run
 from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.saving import write_atomically
@@ -93,7 +93,6 @@ def parse_args(argv=None):
         at_least(flag, value, 1)
     if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").is_file():
         raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
-    check_output(args.output, kind="file", flag="--output", overwrite=True)  # before the work, not after it
     return args
 
 

