@@ -39,7 +39,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.saving import write_atomically
@@ -93,6 +93,8 @@ def parse_args(argv=None):
         at_least(flag, value, 1)
     if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").is_file():
         raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
+    if not args.worker:  # a worker only measures; its parent writes the report
+        check_report(args.output)
     return args
 
 
@@ -273,7 +275,6 @@ def main(argv=None) -> None:
         "steal": steal,
         "medians": medians,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
     print(json.dumps({name: round(value, 4) for name, value in medians.items()}))
 

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.errors import at_least
 from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.loading import load_model_folder
@@ -36,6 +36,7 @@ def parse_args(argv=None):
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "browser_page.json")
     args = parser.parse_args(argv)
     at_least("--rounds", args.rounds, 1)
+    check_report(args.output)
     return args
 
 
@@ -66,7 +67,6 @@ def main(argv=None) -> None:
         r = result[dtype]
         timing = f"{r['load_seconds']:.2f} s | {r['first_translation_seconds']:.2f} s"
         print(f"| {dtype} | {timing} | {r['tokens_per_s']:.0f} |")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(args.output, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
 
 

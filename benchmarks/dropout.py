@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.modeling_tiny_transformer import apply_dropout
@@ -44,6 +44,7 @@ def parse_args(argv=None):
         at_least(flag, getattr(args, flag[2:]), 1)
     if not 0 < args.p < 1:
         raise UsageError(f"--p must lie between 0 and 1 (exclusive), got {args.p}")
+    check_report(args.output)
     return args
 
 
@@ -78,7 +79,6 @@ def main(argv=None) -> None:
             ratio = torch_ms / measured["ms"]
             print(f"| {dtype} | {kind} | {measured['ms']:.3f} | {ratio:.2f} | {measured['kept']:.4f} |")
     result = {"machine": describe(), "shape": [args.rows, args.width], "p": args.p, "results": results}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
     medians = {dtype: {kind: round(m["ms"], 4) for kind, m in kinds.items()} for dtype, kinds in results.items()}
     print(json.dumps(medians))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.errors import UsageError, at_least
 from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.loading import load_model_folder
@@ -50,6 +50,7 @@ def parse_args(argv=None):
     at_least("--rounds", args.rounds, 2)
     if not Path(args.source_file).is_file():
         raise UsageError(f"--source_file {args.source_file} does not exist; run make demo, or pass a file")
+    check_report(args.output)
     return args
 
 
@@ -99,7 +100,6 @@ def main(argv=None) -> None:
                                                       "seconds": times, "differ": differ}  # fmt: skip
         print(f"| {engine} | {workload} | {sentences_per_s[0]:.1f} ± {sentences_per_s[1]:.1f} | "
               f"{tokens_per_s[0]:,.0f} ± {tokens_per_s[1]:,.0f} | {differ} of {len(texts)} |")  # fmt: skip
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
 
 

@@ -26,7 +26,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
-from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels, keep_freed_memory
@@ -108,6 +108,7 @@ def main(argv=None) -> None:
     if len(args.attn_implementation) != len(args.precision):
         raise UsageError("give --attn_implementation one implementation for each --precision, in the same order")
     read_json_object(args.recipe, "--recipe")
+    check_report(args.output)
     keep_compiled_kernels()  # before oneDNN's first kernel and torch's first parallel operation, as train.py
     keep_freed_memory()
     flush_denormals()
@@ -126,7 +127,6 @@ def main(argv=None) -> None:
         for kind, share in result["shares"].items():
             print(f"| {kind} | {share:.1%} |")
         print("slowest: " + ", ".join(f"{name} {share:.1%}" for name, share in result["slowest"]))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(args.output, json.dumps({"machine": describe(), **results}, indent=2) + "\n")
     print(json.dumps({p: {"tokens_per_second": round(r["tokens_per_second"])} for p, r in results.items()}))
 

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.saving import write_atomically
@@ -77,6 +77,7 @@ def parse_args(argv=None):
     at_least("--rounds", args.rounds, 1)
     if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").is_file():
         raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
+    check_report(args.output)
     return args
 
 
@@ -134,7 +135,6 @@ def main(argv=None) -> None:
     for mode, value in medians.items():
         print(f"| {mode} | {value:,.0f} | {recommended / value:.2f} |")
     result = {"recipe": Path(args.recipe).name, "max_steps": args.max_steps, "speeds": speeds, "medians": medians}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
     print(json.dumps({mode: round(recommended / value, 2) for mode, value in medians.items()}))
 

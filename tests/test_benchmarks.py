@@ -125,10 +125,11 @@ def test_the_profile_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
         ("--precision", "fp32"): "give --attn_implementation one implementation for each --precision",
         ("--steps", "0"): "--steps must be at least 1, got 0",
         ("--recipe", str(tmp_path / "nope.json")): f"--recipe {tmp_path / 'nope.json'} does not exist",
+        ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
     }
     for flags, message in cases.items():
-        command = [sys.executable, str(ROOT / "benchmarks" / "profile_training.py"), *flags]
-        command += ["--output", str(tmp_path / "profile.json")]
+        command = [sys.executable, str(ROOT / "benchmarks" / "profile_training.py")]
+        command += ["--output", str(tmp_path / "profile.json"), *flags]
         result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         [line] = result.stderr.strip().splitlines()
         assert result.returncode == 2 and line.startswith(f"profile_training.py: {message}")
@@ -165,13 +166,16 @@ def test_bf16_steps_benchmark_runs_every_configuration(demo_files, tmp_path):
 
 def test_bf16_steps_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
     script = ROOT / "benchmarks" / "bf16_steps.py"
+    recipe = ROOT / "training" / "recipes" / "ja-en.json"
     cases = {
         ("--threads", "0"): "--threads must be at least 1, got 0",
         ("--tokenizer", str(tmp_path)): f"--tokenizer {tmp_path} holds no tokenizer.json; pass a saved tokenizer's",
         ("--recipe", str(tmp_path / "none.json")): f"--recipe {tmp_path / 'none.json'} does not exist; check the path",
+        ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
+        ("--output", str(recipe / "steps.json")): f"--output {recipe / 'steps.json'}: {recipe} is a file, not a folder",
     }
     for flags, message in cases.items():
-        command = [sys.executable, str(script), *flags, "--output", str(tmp_path / "steps.json")]
+        command = [sys.executable, str(script), "--output", str(tmp_path / "steps.json"), *flags]
         result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         [line] = result.stderr.strip().splitlines()
         assert result.returncode == 2 and line.startswith(f"bf16_steps.py: {message}")
@@ -198,9 +202,13 @@ def test_dropout_benchmark_times_both_masks_and_keeps_their_shares(tmp_path):
 
 
 def test_dropout_benchmark_refuses_bad_flags_in_one_line(tmp_path):
-    cases = {("--p", "1"): "--p must lie between 0 and 1 (exclusive), got 1.0", ("--rounds", "0"): "--rounds must"}
+    cases = {
+        ("--p", "1"): "--p must lie between 0 and 1 (exclusive), got 1.0",
+        ("--rounds", "0"): "--rounds must",
+        ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
+    }
     for flags, message in cases.items():
-        command = [sys.executable, str(ROOT / "benchmarks" / "dropout.py"), *flags, "--output", str(tmp_path / "d")]
+        command = [sys.executable, str(ROOT / "benchmarks" / "dropout.py"), "--output", str(tmp_path / "d"), *flags]
         result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
         assert result.stderr.startswith(f"dropout.py: {message}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hf_tiny_transformer.commands import shared as cli
-from hf_tiny_transformer.commands.shared import check_output
+from hf_tiny_transformer.commands.shared import check_output, check_report
 from hf_tiny_transformer.errors import UsageError
 
 
@@ -85,6 +85,20 @@ def test_an_output_of_the_wrong_kind_or_place_is_refused(tmp_path):
     for kind in ("file", "folder"):
         message = refusal(tmp_path / "file.txt" / "sub" / "out", kind=kind)
         assert f"{tmp_path / 'file.txt'} is a file, not a folder; pass a path inside a folder" in message
+
+
+def test_a_benchmarks_report_gets_its_missing_folders_but_no_other_leniency(tmp_path):
+    """A report under runs/speed/ on a fresh clone (no runs/ yet) passes with its folders made; a folder, or a path
+    under a file, is refused as check_output refuses it, and nothing is made there."""
+    report = tmp_path / "runs" / "speed" / "report.json"
+    assert check_report(report) == report and report.parent.is_dir() and not report.exists()
+    with pytest.raises(UsageError, match=f"^--output {tmp_path} is a folder; pass a file name"):
+        check_report(tmp_path)
+    (tmp_path / "file.txt").write_text("text")
+    under_a_file = tmp_path / "file.txt" / "speed" / "report.json"
+    with pytest.raises(UsageError, match=f"{tmp_path / 'file.txt'} is a file, not a folder; pass a path inside"):
+        check_report(under_a_file)
+    assert (tmp_path / "file.txt").read_text() == "text"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes in read-only folders; the monkeypatched tests cover it")

@@ -159,6 +159,16 @@ def check_output(
     return path
 
 
+def check_report(path: StrPath, *, flag: str = "--output") -> Path:
+    """A benchmark's report file checked before the work, as check_output checks a file, except that the folders
+    above it are made first where they can be (a report goes under runs/, which a fresh clone lacks); where they
+    cannot (a file on the way, no permission), check_output names the problem."""
+    path = Path(path)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return check_output(path, kind="file", flag=flag)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Flags that several commands share
 # ---------------------------------------------------------------------------------------------------------------
