@@ -1,7 +1,7 @@
 """Where a training step's time goes, in float32 and under bfloat16 autocast: torch.profiler's operators by kind.
 
     python benchmarks/profile_training.py [--recipe training/recipes/ja-en.json] [--steps 20] [--batch_tokens 2048]
-        [--shape tiny] [--precision fp32 bf16] [--attn_implementation sdpa eager]
+        [--shape tiny] [--precision fp32 bf16] [--attn_implementation sdpa eager] [--threads N]
 
 One step is train.py's (training.precision.ModeRun, as the precision trial times it: forward, under autocast for
 bf16 with its outputs cast to float32 as accelerate does, the recipe's label-smoothed loss, backward, gradient
@@ -10,10 +10,11 @@ clipping and the run's optimizer from the recipe's flags), on one batch by token
 denormals flushed). Each precision is warmed up, then profiled over --steps steps, with the attention implementation
 given for it in the same order (default: sdpa for fp32, eager for bf16, what `--precision auto` chooses on this
 project's bf16 CPUs).
-Prints, per precision, the step time, the share of each kind of operator (dropout's random masks, matrix
-multiplies, attention, softmax and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the
-slowest operators, and one JSON line; writes runs/speed/profile_training.json. On a CPU without bfloat16
-instructions the bf16 rows show the emulation's cost.
+Prints, per precision, the step time, the share and the milliseconds a step of each kind of operator (dropout's
+random masks, matrix multiplies, attention, softmax and the loss, LayerNorm, casts between dtypes, the optimizer,
+the rest) and the slowest operators, and one JSON line; writes runs/speed/profile_training.json. On a CPU without
+bfloat16 instructions the bf16 rows show the emulation's cost. --threads N profiles on N of torch's threads
+(default: torch's own choice, one a core): run it with 1 and with 2 to see which kinds gain from a second core.
 """
 
 import json
@@ -77,9 +78,10 @@ def profile_precision(precision: str, attention: str, training_args, args) -> di
         seconds = runner.steps([inputs] * args.steps) / args.steps
     events = [event for event in profiler.key_averages() if event.self_cpu_time_total > 0]
     total = sum(event.self_cpu_time_total for event in events)
-    shares = defaultdict(float)
+    shares, milliseconds = defaultdict(float), defaultdict(float)
     for event in events:
         shares[kind_of(event.key)] += event.self_cpu_time_total / total
+        milliseconds[kind_of(event.key)] += event.self_cpu_time_total / 1000 / args.steps
     slowest = sorted(events, key=lambda event: -event.self_cpu_time_total)[: args.top]
     tokens = inputs["input_ids"].numel() + inputs["labels"].numel()
     return {
@@ -87,6 +89,7 @@ def profile_precision(precision: str, attention: str, training_args, args) -> di
         "seconds_per_step": seconds,
         "tokens_per_second": tokens / seconds,
         "shares": dict(sorted(shares.items(), key=lambda item: -item[1])),
+        "milliseconds": {kind: milliseconds[kind] for kind in sorted(shares, key=lambda kind: -shares[kind])},
         "slowest": [(event.key, event.self_cpu_time_total / total) for event in slowest],
     }
 
@@ -101,10 +104,13 @@ def main(argv=None) -> None:
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--attn_implementation", nargs="+", default=["sdpa", "eager"], choices=["sdpa", "eager"])
     parser.add_argument("--top", type=int, default=8)
+    parser.add_argument("--threads", type=int, help="torch's threads; default: torch's choice")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "profile_training.json")
     args = parser.parse_args(argv)
     for flag, value in (("--steps", args.steps), ("--warmup", args.warmup), ("--batch_tokens", args.batch_tokens)):
         at_least(flag, value, 1)
+    if args.threads is not None:
+        at_least("--threads", args.threads, 1)
     if len(args.attn_implementation) != len(args.precision):
         raise UsageError("give --attn_implementation one implementation for each --precision, in the same order")
     read_json_object(args.recipe, "--recipe")
@@ -112,6 +118,8 @@ def main(argv=None) -> None:
     keep_compiled_kernels()  # before oneDNN's first kernel and torch's first parallel operation, as train.py
     keep_freed_memory()
     flush_denormals()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     _, _, training_args = parse_arguments([args.recipe, "--output_dir", tempfile.mkdtemp(), "--precision", "fp32"])
     pairs = zip(args.precision, args.attn_implementation)
     results = {
@@ -123,9 +131,9 @@ def main(argv=None) -> None:
             f"\n{precision} ({result['attention']}): {result['seconds_per_step'] * 1000:.0f} ms a step, "
             f"{result['tokens_per_second']:,.0f} tokens/s"
         )
-        print("| kind | share of operator time |\n|---|---:|")
+        print("| kind | share of operator time | ms a step |\n|---|---:|---:|")
         for kind, share in result["shares"].items():
-            print(f"| {kind} | {share:.1%} |")
+            print(f"| {kind} | {share:.1%} | {result['milliseconds'][kind]:.1f} |")
         print("slowest: " + ", ".join(f"{name} {share:.1%}" for name, share in result["slowest"]))
     write_atomically(args.output, json.dumps({"machine": describe(), **results}, indent=2) + "\n")
     print(json.dumps({p: {"tokens_per_second": round(r["tokens_per_second"])} for p, r in results.items()}))

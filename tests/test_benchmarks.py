@@ -120,8 +120,26 @@ def test_training_modes_benchmark_refuses_a_missing_tokenizer(tmp_path):
     assert result.stderr.strip().splitlines() == [message]
 
 
+def test_the_profile_runs_on_the_threads_asked_and_its_kinds_add_up(tmp_path):
+    """One float32 step of a small batch on one thread: the kinds' shares make the whole, their milliseconds are
+    the shares of the profiled operator time, and the table prints both."""
+    output = tmp_path / "profile.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "profile_training.py"), "--steps", "1", "--warmup", "1"]
+    command += ["--batch_tokens", "64", "--threads", "1", "--precision", "fp32", "--attn_implementation", "sdpa"]
+    result = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "torch uses 1 threads" in result.stdout
+    profile = json.loads(output.read_text())["fp32"]
+    assert abs(sum(profile["shares"].values()) - 1) < 1e-9 and list(profile["milliseconds"]) == list(profile["shares"])
+    total = sum(profile["milliseconds"].values())
+    for kind, share in profile["shares"].items():
+        assert abs(profile["milliseconds"][kind] - share * total) < 1e-6
+        assert f"| {kind} | {share:.1%} | {profile['milliseconds'][kind]:.1f} |" in result.stdout
+
+
 def test_the_profile_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
     cases = {
+        ("--threads", "0"): "--threads must be at least 1, got 0",
         ("--precision", "fp32"): "give --attn_implementation one implementation for each --precision",
         ("--steps", "0"): "--steps must be at least 1, got 0",
         ("--recipe", str(tmp_path / "nope.json")): f"--recipe {tmp_path / 'nope.json'} does not exist",
