@@ -20,6 +20,7 @@ import copy
 import io
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -28,8 +29,10 @@ from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_tiny_transformer  # noqa: F401  (registers the model with the Auto classes: no remote code needed)
+from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.data.tokenizer import lowercases
 from hf_tiny_transformer.evaluation import scores
+from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.serving.quantization import int8_linear_layers, quantize_int8
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +94,7 @@ def timed(models: dict, tokenizer, sources: list[str], batch_size: int, args) ->
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    check_report(args.output)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     float32 = AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()
     int8 = quantize_int8(copy.deepcopy(float32))
@@ -133,10 +137,9 @@ def main(argv=None) -> None:
             f"| {name} | {result['state_dict_bytes'][name] / 1e6:.2f} MB | {b1['sentences_per_s']:.1f} | "
             f"{b1['tokens_per_s']:.0f} | {b32['sentences_per_s']:.1f} | {b32['tokens_per_s']:.0f} |"
         )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    write_atomically(args.output, json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -23,6 +23,7 @@ Prints a table and, last, one JSON line of our/Marian ratios (memory: lower is b
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 import weakref
@@ -37,8 +38,10 @@ from transformers import GenerationConfig
 from transformers.trainer_pt_utils import LabelSmoother
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
+from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.hardware import keep_freed_memory
 from hf_tiny_transformer.marian import marian_of_the_same_shape
+from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.training.trainer import LabelSmoothing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,14 +194,14 @@ def generation_run(model: torch.nn.Module, input_ids: torch.Tensor, num_beams: i
 
 def median_seconds(runs: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, float]:
     """Warm up every run, then time them taking turns; the median seconds of each."""
-    for run in runs.values():
+    for workload in runs.values():
         for _ in range(warmup):
-            run()
+            workload()
     times = {name: [] for name in runs}
     for _ in range(repeats):
-        for name, run in runs.items():
+        for name, workload in runs.items():
             start = time.perf_counter()
-            run()
+            workload()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in times.items()}
 
@@ -298,6 +301,7 @@ def measure_generation(args) -> dict[str, dict[str, float]]:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    check_report(args.output)
     if args.keep_freed_memory:
         keep_freed_memory()
     table = {}  # measurement -> {"ours": value, "marian": value}
@@ -317,10 +321,11 @@ def main(argv=None) -> None:
             f"| {name} | {values['ours'] / scale:,.0f} {unit} | {values['marian'] / scale:,.0f} {unit} "
             f"| {ratios[name]:.2f} |"
         )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"device": args.device, "repeats": args.repeats, "table": table}, indent=2))
+    write_atomically(
+        args.output, json.dumps({"device": args.device, "repeats": args.repeats, "table": table}, indent=2)
+    )
     print(json.dumps(ratios))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -21,6 +21,23 @@ def load_benchmark():
     return module
 
 
+def test_the_older_benchmarks_refuse_a_bad_output_before_any_work(tmp_path):
+    """speed_vs_marian.py and quantization.py: a folder, or a path under a file, is one line and exit 2 before the
+    models are built or loaded (they would have written it only after minutes of work)."""
+    (tmp_path / "file.txt").write_text("text")
+    cases = {
+        str(tmp_path): f"--output {tmp_path} is a folder; pass a file name",
+        str(tmp_path / "file.txt" / "r.json"): f"{tmp_path / 'file.txt'} is a file, not a folder; pass a path inside",
+    }
+    for script in ("speed_vs_marian.py", "quantization.py"):
+        for output, message in cases.items():
+            command = [sys.executable, str(ROOT / "benchmarks" / script), "--output", output]
+            result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+            [line] = result.stderr.strip().splitlines()
+            assert result.returncode == 2 and line.startswith(f"{script}: ") and message in line, line
+    assert (tmp_path / "file.txt").read_text() == "text"
+
+
 def test_speed_benchmark_runs_and_prints_every_ratio(tmp_path):
     output = tmp_path / "result.json"
     command = [
