@@ -31,6 +31,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import hf_tiny_transformer  # noqa: F401  (registers the model with the Auto classes: no remote code needed)
 from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.data.tokenizer import lowercases
+from hf_tiny_transformer.errors import UsageError, first_line
 from hf_tiny_transformer.evaluation import scores
 from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.serving.quantization import int8_linear_layers, quantize_int8
@@ -97,7 +98,10 @@ def main(argv=None) -> None:
     check_report(args.output)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     float32 = AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()
-    int8 = quantize_int8(copy.deepcopy(float32))
+    try:
+        int8 = quantize_int8(copy.deepcopy(float32))
+    except ImportError as error:  # torchao, the [quantize] extra, is not installed
+        raise UsageError(first_line(error)) from None
     sources = Path(args.source_file).read_text(encoding="utf-8").splitlines()
     references = Path(args.reference_file).read_text(encoding="utf-8").splitlines()
 

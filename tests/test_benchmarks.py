@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from conftest import SMALL_MODEL
@@ -36,6 +37,26 @@ def test_the_older_benchmarks_refuse_a_bad_output_before_any_work(tmp_path):
             [line] = result.stderr.strip().splitlines()
             assert result.returncode == 2 and line.startswith(f"{script}: ") and message in line, line
     assert (tmp_path / "file.txt").read_text() == "text"
+
+
+def test_the_quantization_benchmark_without_torchao_is_one_line(tmp_path, text_model, tokenizer):
+    """Without the [quantize] extra, int8 in PyTorch cannot be measured: one line naming the extra, exit 2."""
+    if importlib.util.find_spec("torchao") is not None:
+        pytest.skip("torchao is installed: the benchmark would run")
+    text_model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "source.en").write_text("a sentence.\n")
+    (tmp_path / "reference.ja").write_text("文。\n")
+    command = [sys.executable, str(ROOT / "benchmarks" / "quantization.py"), "--model", str(tmp_path / "model")]
+    command += ["--source_file", str(tmp_path / "source.en"), "--reference_file", str(tmp_path / "reference.ja")]
+    result = subprocess.run([*command, "--output", str(tmp_path / "q.json")], capture_output=True, text=True, cwd=ROOT)
+    [line] = result.stderr.strip().splitlines()
+    assert result.returncode == 2
+    assert (
+        line
+        == "quantization.py: int8 quantization in PyTorch needs torchao: pip install 'hf-tiny-transformer[quantize]'."
+    )
+    assert not (tmp_path / "q.json").exists()
 
 
 def test_speed_benchmark_runs_and_prints_every_ratio(tmp_path):
