@@ -78,18 +78,18 @@ def profile_precision(precision: str, attention: str, training_args, args) -> di
         seconds = runner.steps([inputs] * args.steps) / args.steps
     events = [event for event in profiler.key_averages() if event.self_cpu_time_total > 0]
     total = sum(event.self_cpu_time_total for event in events)
-    shares, milliseconds = defaultdict(float), defaultdict(float)
+    shares = defaultdict(float)
     for event in events:
         shares[kind_of(event.key)] += event.self_cpu_time_total / total
-        milliseconds[kind_of(event.key)] += event.self_cpu_time_total / 1000 / args.steps
+    shares = dict(sorted(shares.items(), key=lambda item: -item[1]))
     slowest = sorted(events, key=lambda event: -event.self_cpu_time_total)[: args.top]
     tokens = inputs["input_ids"].numel() + inputs["labels"].numel()
     return {
         "attention": attention,
         "seconds_per_step": seconds,
         "tokens_per_second": tokens / seconds,
-        "shares": dict(sorted(shares.items(), key=lambda item: -item[1])),
-        "milliseconds": {kind: milliseconds[kind] for kind in sorted(shares, key=lambda kind: -shares[kind])},
+        "shares": shares,
+        "milliseconds": {kind: share * total / 1000 / args.steps for kind, share in shares.items()},
         "slowest": [(event.key, event.self_cpu_time_total / total) for event in slowest],
     }
 
@@ -107,10 +107,8 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, help="torch's threads; default: torch's choice")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "profile_training.json")
     args = parser.parse_args(argv)
-    for flag, value in (("--steps", args.steps), ("--warmup", args.warmup), ("--batch_tokens", args.batch_tokens)):
-        at_least(flag, value, 1)
-    if args.threads is not None:
-        at_least("--threads", args.threads, 1)
+    for flag in ("--steps", "--warmup", "--batch_tokens", "--threads"):  # --threads: None when not given
+        at_least(flag, getattr(args, flag[2:]), 1)
     if len(args.attn_implementation) != len(args.precision):
         raise UsageError("give --attn_implementation one implementation for each --precision, in the same order")
     read_json_object(args.recipe, "--recipe")
