@@ -14,9 +14,12 @@ one before it:
 - bf16 before: bfloat16 autocast with sdpa attention and oneDNN's default kernel cache (1,024 kernels);
 - + eager attention: the model's own attention instead of PyTorch's CPU flash attention (sdpa);
 - + kernel cache: oneDNN keeps 65,536 compiled kernels (hardware.keep_compiled_kernels, as train.py sets it);
-- + dropout masks from 64-bit draws: the model's CPU dropout (16 random bits an element, four to a draw): what
-  `--precision auto` trains in where the trial finds it fastest;
-- fp32 now: float32 with the same kernel cache and dropout: the reference the gain is measured against.
+- + dropout masks from 64-bit draws: the model's CPU dropout (16 random bits an element, four to a draw);
+- + the loss from one softmax: the label-smoothed loss's forward pass writes the softmax (one fused pass) and takes
+  logsumexp from it, and its backward pass turns that into the gradient in one pass, where it computed logsumexp
+  and then exp(z - logsumexp) again (training.loss): what `--precision auto` trains in where the trial finds it
+  fastest;
+- fp32 now: float32 with the same kernel cache, dropout and loss: the reference the gain is measured against.
 --threads N runs every configuration on N of torch's threads (default: torch's own choice, one a core): how the
 gain changes with the threads. With --tried, also what was tried on top of the bf16 row and not kept:
 - bf16 weights: the model itself in bfloat16 (no autocast), float32 master weights in the optimizer;
@@ -50,24 +53,27 @@ ROOT = Path(__file__).resolve().parents[1]
 @dataclass(frozen=True)
 class Setting:
     """What a configuration trains with: precision, attention, oneDNN's kernel cache, the dropout masks ("bernoulli"
-    or "64-bit draws") and anything tried on top (None: nothing)."""
+    or "64-bit draws"), the loss ("logsumexp" or "softmax") and anything tried on top (None: nothing)."""
 
     precision: str = "fp32"
     attention: str = "sdpa"
     kernels: int = 1024
     dropout: str = "bernoulli"
+    loss: str = "logsumexp"
     tried: str | None = None
 
 
 BEFORE = Setting()
 KERNELS = replace(BEFORE, precision="bf16", attention="eager", kernels=65536)
-NOW = replace(KERNELS, dropout="64-bit draws")
+DROPOUT = replace(KERNELS, dropout="64-bit draws")
+NOW = replace(DROPOUT, loss="softmax")
 STEPS = {
     "fp32 before": BEFORE,
     "bf16 before": replace(BEFORE, precision="bf16"),
     "+ eager attention": replace(BEFORE, precision="bf16", attention="eager"),
     "+ kernel cache": KERNELS,
-    "+ dropout masks from 64-bit draws": NOW,
+    "+ dropout masks from 64-bit draws": DROPOUT,
+    "+ the loss from one softmax": NOW,
     "fp32 now": replace(NOW, precision="fp32", attention="sdpa"),
 }
 TRIED = {
@@ -114,12 +120,15 @@ def worker(args) -> None:
     from hf_tiny_transformer.data.sources import load_pairs
     from hf_tiny_transformer.hardware import flush_denormals, keep_freed_memory
     from hf_tiny_transformer.training.arguments import parse_arguments
+    from hf_tiny_transformer.training import precision
     from hf_tiny_transformer.training.precision import Mode, ModeRun, trial_batches
 
     keep_freed_memory()
     flush_denormals()
     if setting.dropout == "bernoulli":
         modeling.apply_dropout = bernoulli_dropout
+    if setting.loss == "logsumexp":
+        precision.label_smoothed_cross_entropy = logsumexp_loss
     if setting.tried == "matmul":
         torch.backends.mkldnn.matmul.fp32_precision = "bf16"
     flags = [args.recipe, "--output_dir", tempfile.mkdtemp(), "--precision", "fp32"]
@@ -175,6 +184,34 @@ def bernoulli_dropout(x, p: float, training: bool):
     import torch
 
     return torch.nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
+
+
+def logsumexp_loss(logits, labels, epsilon: float):
+    """The label-smoothed loss as training.loss computed it before: logsumexp in the forward pass, exp(z - logsumexp)
+    computed again in the backward pass."""
+    import torch
+
+    class LogsumexpLoss(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logits, labels, epsilon):
+            active, targets = labels != -100, labels.clamp(min=0)
+            log_normalizers = torch.logsumexp(logits.float(), dim=-1)  # (N,)
+            target_logit = logits.float().gather(-1, targets[:, None]).squeeze(-1)  # (N,)
+            row_loss = log_normalizers - (1 - epsilon) * target_logit - epsilon * logits.float().mean(-1)
+            ctx.save_for_backward(logits, targets, active, log_normalizers)
+            ctx.epsilon = epsilon
+            return row_loss.masked_fill(~active, 0.0).sum()
+
+        @staticmethod
+        def backward(ctx, grad_total):
+            logits, targets, active, log_normalizers = ctx.saved_tensors
+            grad = torch.sub(logits, log_normalizers[:, None]).exp_().sub_(ctx.epsilon / logits.shape[-1])  # (N, V)
+            grad.scatter_add_(-1, targets[:, None], grad.new_full((grad.shape[0], 1), -(1 - ctx.epsilon)))
+            return grad.mul_((grad_total * active).unsqueeze(-1)).to(logits.dtype), None, None
+
+    labels = labels.to(logits.device)
+    total = LogsumexpLoss.apply(logits.flatten(0, 1), labels.flatten(), epsilon)
+    return total / (labels != -100).sum()
 
 
 class MasterWeightsRun:

@@ -151,9 +151,10 @@ def reference_label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, ep
 
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
-def test_label_smoothed_loss_and_its_gradient_match_a_float64_reference(epsilon):
+@pytest.mark.parametrize("spread", [3.0, 300.0])  # 300: exp of most logits underflows, the softmax is nearly one-hot
+def test_label_smoothed_loss_and_its_gradient_match_a_float64_reference(epsilon, spread):
     torch.manual_seed(0)
-    logits = (torch.randn(3, 5, 50) * 3).requires_grad_()
+    logits = (torch.randn(3, 5, 50) * spread).requires_grad_()
     labels = torch.randint(0, 50, (3, 5))
     labels[1, 3:] = -100
     reference_logits = logits.detach().double().requires_grad_()
@@ -185,6 +186,16 @@ def test_label_smoothed_loss_of_bfloat16_logits_is_computed_in_float32(monkeypat
     torch.testing.assert_close(got.double(), expected, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(logits.grad, reference_logits.grad.bfloat16(), atol=1e-6, rtol=2**-8)
     assert torch.all(logits.grad[2, 1:] == 0)
+
+
+def test_a_second_backward_pass_through_the_loss_is_refused():
+    """The backward pass writes the gradient over the saved softmax, so a second one (retain_graph) would read the
+    gradient as the softmax: autograd refuses it instead of giving a wrong gradient."""
+    logits = torch.randn(2, 3, 10, requires_grad=True)
+    loss = label_smoothed_cross_entropy(logits, torch.randint(0, 10, (2, 3)), 0.1)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
 
 
 def test_label_smoothed_loss_in_chunks_equals_one_piece(monkeypatch):

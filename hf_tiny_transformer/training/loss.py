@@ -15,10 +15,12 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
 
         loss_i = logsumexp(z_i) - (1 - eps) z_iy - eps mean_v(z_iv),
 
-    with the gradient softmax(z_i) - (1 - eps) one-hot(y) - eps / V written in place into one float32 logits-sized
-    buffer (cast to the logits' dtype when that is lower). The forward pass reads the logits `chunk_rows` rows at a
-    time and keeps one number a row: no other logits-sized buffer is made (torch's cross_entropy keeps its
-    log-softmax for the backward pass, and its gradient is a second one).
+    with the gradient softmax(z_i) - (1 - eps) one-hot(y) - eps / V. The forward pass writes the softmax into one
+    float32 logits-sized buffer, reading the logits `chunk_rows` rows at a time, and takes logsumexp from it:
+    softmax's largest entry is exp(max z - logsumexp z). The backward pass turns that buffer into the gradient in
+    place (cast to the logits' dtype when that is lower): one pass over it, where exp(z - logsumexp z) was
+    recomputed before. No other logits-sized buffer is made (torch's cross_entropy keeps its log-softmax for the
+    backward pass, and its gradient is a second one).
     """
 
     chunk_rows = 1024
@@ -28,32 +30,30 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
         """logits (N, V) in any float dtype, labels (N,) with -100 where ignored -> the summed loss, float32."""
         active = labels != -100
         targets = labels.clamp(min=0)
-        log_normalizers = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)  # (N,)
+        probabilities = torch.empty_like(logits, dtype=torch.float32)  # (N, V): the one logits-sized buffer
         total = logits.new_zeros((), dtype=torch.float32)
         for start in range(0, logits.shape[0], LabelSmoothedCrossEntropy.chunk_rows):
             rows = slice(start, start + LabelSmoothedCrossEntropy.chunk_rows)
             z = logits[rows].float()  # (n, V)
-            log_normalizers[rows] = torch.logsumexp(z, dim=-1)
+            softmax = torch.softmax(z, dim=-1, out=probabilities[rows])  # (n, V)
+            log_normalizers = z.amax(-1) - softmax.amax(-1).log()  # (n,): logsumexp(z)
             target_logit = z.gather(-1, targets[rows, None]).squeeze(-1)  # (n,)
-            row_loss = log_normalizers[rows] - (1 - epsilon) * target_logit - epsilon * z.mean(-1)
+            row_loss = log_normalizers - (1 - epsilon) * target_logit - epsilon * z.mean(-1)
             total += row_loss.masked_fill(~active[rows], 0.0).sum()
-        ctx.save_for_backward(logits, targets, active, log_normalizers)
-        ctx.epsilon = epsilon
+        ctx.save_for_backward(probabilities, targets, active)
+        ctx.epsilon, ctx.logits_dtype = epsilon, logits.dtype
         return total
 
     @staticmethod
     def backward(ctx, grad_total: torch.Tensor):
-        logits, targets, active, log_normalizers = ctx.saved_tensors
-        epsilon, vocab_size = ctx.epsilon, logits.shape[-1]
-        grad = torch.empty_like(logits, dtype=torch.float32)  # (N, V): the one logits-sized buffer
-        for start in range(0, logits.shape[0], LabelSmoothedCrossEntropy.chunk_rows):
-            rows = slice(start, start + LabelSmoothedCrossEntropy.chunk_rows)
-            chunk = grad[rows]  # (n, V), a view: written in place
-            torch.sub(logits[rows], log_normalizers[rows, None], out=chunk)
-            chunk.exp_().sub_(epsilon / vocab_size)  # softmax - eps / V
-            chunk.scatter_add_(-1, targets[rows, None], chunk.new_full((chunk.shape[0], 1), -(1 - epsilon)))
-            chunk.mul_((grad_total * active[rows]).unsqueeze(-1))
-        return grad.to(logits.dtype), None, None
+        """The gradient, written over the saved softmax (a second backward pass through the same graph is refused by
+        autograd, which sees the saved buffer changed)."""
+        grad, targets, active = ctx.saved_tensors  # grad (N, V): the softmax until overwritten below
+        epsilon, vocab_size = ctx.epsilon, grad.shape[-1]
+        row_scale = (grad_total * active).unsqueeze(-1)  # (N, 1): 0 where ignored
+        torch.addcmul(row_scale * (-epsilon / vocab_size), grad, row_scale, out=grad)  # (softmax - eps / V) * scale
+        grad.scatter_add_(-1, targets[:, None], row_scale * -(1 - epsilon))
+        return grad.to(ctx.logits_dtype), None, None
 
 
 def label_smoothed_cross_entropy(
