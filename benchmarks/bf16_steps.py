@@ -128,6 +128,8 @@ def worker(args) -> None:
     if setting.dropout == "bernoulli":
         modeling.apply_dropout = bernoulli_dropout
     if setting.loss == "logsumexp":
+        from label_smoothing import logsumexp_loss  # benchmarks/label_smoothing.py: the loss as it was
+
         precision.label_smoothed_cross_entropy = logsumexp_loss
     if setting.tried == "matmul":
         torch.backends.mkldnn.matmul.fp32_precision = "bf16"
@@ -184,34 +186,6 @@ def bernoulli_dropout(x, p: float, training: bool):
     import torch
 
     return torch.nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
-
-
-def logsumexp_loss(logits, labels, epsilon: float):
-    """The label-smoothed loss as training.loss computed it before: logsumexp in the forward pass, exp(z - logsumexp)
-    computed again in the backward pass."""
-    import torch
-
-    class LogsumexpLoss(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, logits, labels, epsilon):
-            active, targets = labels != -100, labels.clamp(min=0)
-            log_normalizers = torch.logsumexp(logits.float(), dim=-1)  # (N,)
-            target_logit = logits.float().gather(-1, targets[:, None]).squeeze(-1)  # (N,)
-            row_loss = log_normalizers - (1 - epsilon) * target_logit - epsilon * logits.float().mean(-1)
-            ctx.save_for_backward(logits, targets, active, log_normalizers)
-            ctx.epsilon = epsilon
-            return row_loss.masked_fill(~active, 0.0).sum()
-
-        @staticmethod
-        def backward(ctx, grad_total):
-            logits, targets, active, log_normalizers = ctx.saved_tensors
-            grad = torch.sub(logits, log_normalizers[:, None]).exp_().sub_(ctx.epsilon / logits.shape[-1])  # (N, V)
-            grad.scatter_add_(-1, targets[:, None], grad.new_full((grad.shape[0], 1), -(1 - ctx.epsilon)))
-            return grad.mul_((grad_total * active).unsqueeze(-1)).to(logits.dtype), None, None
-
-    labels = labels.to(logits.device)
-    total = LogsumexpLoss.apply(logits.flatten(0, 1), labels.flatten(), epsilon)
-    return total / (labels != -100).sum()
 
 
 class MasterWeightsRun:
