@@ -8,7 +8,6 @@ at the tiny shape, label smoothing 0.1), with or without `--keep_freed_memory`; 
 model under each setting.
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -16,6 +15,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,14 +35,17 @@ def training_speed(flags: list[str]) -> dict[str, float]:
             *flags,
         ]
         environment = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
-        subprocess.run(command, env=environment, check=True, capture_output=True)
+        result = subprocess.run(command, env=environment, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise UsageError(f"speed_vs_marian.py failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}")
         return json.loads(output.read_text())["table"]["training_fp32"]
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
+    at_least("--rounds", args.rounds, 1)
     settings = {"glibc default": [], "train.py's setting (keep_freed_memory)": ["--keep_freed_memory"]}
     speeds = {name: {"ours": [], "marian": []} for name in settings}
     for _ in range(args.rounds):
@@ -54,4 +59,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -119,8 +119,8 @@ def worker(args) -> None:
     from hf_tiny_transformer import modeling_tiny_transformer as modeling
     from hf_tiny_transformer.data.sources import load_pairs
     from hf_tiny_transformer.hardware import flush_denormals, keep_freed_memory
-    from hf_tiny_transformer.training.arguments import parse_arguments
     from hf_tiny_transformer.training import precision
+    from hf_tiny_transformer.training.arguments import parse_arguments
     from hf_tiny_transformer.training.precision import Mode, ModeRun, trial_batches
 
     keep_freed_memory()

@@ -8,11 +8,13 @@ config. Each measurement is a fresh process (the CPU's flush-to-zero setting is 
 threads torch starts later), the settings taking turns for --rounds rounds; prints the seconds a step of each.
 """
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 
 STEPS = """
 import json, sys, time, torch
@@ -55,19 +57,24 @@ print(json.dumps(result))
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", required=True, type=Path, help="a checkpoint folder of a train.py run")
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
+    for flag in ("--steps", "--threads", "--rounds"):
+        at_least(flag, getattr(args, flag[2:]), 1)
     if not (args.checkpoint / "optimizer.pt").is_file():
-        sys.exit(f"denormals.py: --checkpoint {args.checkpoint} holds no optimizer.pt; pass a train.py checkpoint")
+        raise UsageError(f"--checkpoint {args.checkpoint} holds no optimizer.pt; pass a train.py checkpoint")
     seconds = {mode: {"trained": [], "fresh": []} for mode in ("keep", "flush")}
     for _ in range(args.rounds):
         for mode in seconds:
             command = [sys.executable, "-c", STEPS, str(args.checkpoint), str(args.steps), str(args.threads), mode]
-            measured = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise UsageError(f"a {mode} run failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+            measured = json.loads(result.stdout)
             for kind, value in measured.items():
                 seconds[mode][kind].append(value)
     print(f"{args.threads} threads, {args.steps} steps, {args.rounds} rounds: seconds a step")
@@ -79,4 +86,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

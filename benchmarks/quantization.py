@@ -26,21 +26,21 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-import hf_tiny_transformer  # noqa: F401  (registers the model with the Auto classes: no remote code needed)
 from hf_tiny_transformer.commands.shared import check_report, run
+from hf_tiny_transformer.data.files import read_aligned
 from hf_tiny_transformer.data.tokenizer import lowercases
-from hf_tiny_transformer.errors import UsageError, first_line
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least, first_line
 from hf_tiny_transformer.evaluation import scores
+from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.saving import write_atomically
-from hf_tiny_transformer.serving.quantization import int8_linear_layers, quantize_int8
+from hf_tiny_transformer.serving.quantization import int8_linear_layers, quantize_int8, torchao
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--model", default="runs/demo/hub", help="a saved model folder (make demo writes runs/demo/hub)"
     )
@@ -50,7 +50,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max_new_tokens", type=int, default=40)
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "quantization" / "result.json")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for flag in ("--repeats", "--max_new_tokens"):
+        at_least(flag, getattr(args, flag[2:]), 1)
+    check_report(args.output)
+    return args
 
 
 def state_dict_bytes(model: nn.Module) -> int:
@@ -95,15 +99,14 @@ def timed(models: dict, tokenizer, sources: list[str], batch_size: int, args) ->
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    check_report(args.output)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    float32 = AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()
+    sources, references = read_aligned(args.source_file, args.reference_file, ("--source_file", "--reference_file"))
     try:
-        int8 = quantize_int8(copy.deepcopy(float32))
+        torchao()
     except ImportError as error:  # torchao, the [quantize] extra, is not installed
         raise UsageError(first_line(error)) from None
-    sources = Path(args.source_file).read_text(encoding="utf-8").splitlines()
-    references = Path(args.reference_file).read_text(encoding="utf-8").splitlines()
+    float32, tokenizer = load_model_folder(args.model)
+    float32.eval()
+    int8 = quantize_int8(copy.deepcopy(float32))
 
     quantized = int8_linear_layers(int8)
     reference, _ = translate(float32, tokenizer, sources, 32, args.max_new_tokens)

@@ -192,7 +192,8 @@ def describe(cpuinfo: str | os.PathLike | None = None) -> str:
     flags = cpu_flags(cpuinfo)
     notable = " ".join(flag for flag in NOTABLE_FLAGS if flag in flags) or "none of AVX2, VNNI, BF16, AMX"
     cuda = f"CUDA: {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "no CUDA"
-    threads = f"{os.cpu_count()} logical CPUs, torch uses {torch.get_num_threads()} threads"
+    count = torch.get_num_threads()
+    threads = f"{os.cpu_count()} logical CPUs, torch uses {count} thread{'s' if count != 1 else ''}"
     return f"{model}; {threads}; flags: {notable}; {cuda}"
 
 

@@ -59,6 +59,28 @@ def test_the_quantization_benchmark_without_torchao_is_one_line(tmp_path, text_m
     assert not (tmp_path / "q.json").exists()
 
 
+def test_the_quantization_benchmark_refuses_bad_inputs_in_one_line_before_loading(tmp_path):
+    """A missing or empty model folder, a missing source file or files of different lengths: one line, exit 2."""
+    (tmp_path / "source.en").write_text("a.\nb.\n")
+    (tmp_path / "reference.ja").write_text("あ。\n")
+    (tmp_path / "empty").mkdir()
+    script = [sys.executable, str(ROOT / "benchmarks" / "quantization.py"), "--output", str(tmp_path / "q.json")]
+    files = ["--source_file", str(tmp_path / "source.en"), "--reference_file", str(tmp_path / "reference.ja")]
+    cases = {
+        ("--source_file", str(tmp_path / "none.en")): f"--source_file {tmp_path / 'none.en'} does not exist",
+        tuple(files): f"--source_file {tmp_path / 'source.en'} has 2 lines but --reference_file",
+        ("--repeats", "0"): "--repeats must be at least 1, got 0",
+    }
+    if importlib.util.find_spec("torchao") is not None:  # without it, torchao's line comes first
+        (tmp_path / "reference.ja").write_text("あ。\nい。\n")
+        cases[("--model", str(tmp_path / "empty"), *files)] = f"{tmp_path / 'empty'}"
+    for flags, message in cases.items():
+        result = subprocess.run([*script, *flags], capture_output=True, text=True, cwd=ROOT)
+        [line] = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and line.startswith(f"quantization.py: {message}"), line
+    assert not (tmp_path / "q.json").exists()
+
+
 def test_speed_benchmark_runs_and_prints_every_ratio(tmp_path):
     output = tmp_path / "result.json"
     command = [
@@ -146,6 +168,15 @@ def test_training_modes_benchmark_runs_every_mode(demo_files, tmp_path):
     assert all(len(values) == 1 and values[0] > 0 for values in speeds.values())
     recommended = speeds["ours, recommended"][0]
     assert ratios == {mode: round(recommended / values[0], 2) for mode, values in speeds.items()}  # what it measured
+    [trained_in] = json.loads(output.read_text())["recommended_trained_in"]
+    assert trained_in in ("fp32 (sdpa)", "bf16 (sdpa)", "bf16 (eager)")  # the trial's choice, which the CPU decides
+    assert f"ours, recommended trained in: {trained_in} (the trial's choice in each round)" in result.stdout
+    # --modes: the recommended mode is always timed, first, and only the modes asked for beside it
+    extra = command.index("--extra")
+    subset = [*command[:extra], "--modes", "Marian, the same flags", *command[extra:]]
+    result = subprocess.run(subset, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert list(json.loads(output.read_text())["speeds"]) == ["ours, recommended", "Marian, the same flags"]
 
 
 def test_training_modes_benchmark_refuses_a_missing_tokenizer(tmp_path):
@@ -166,7 +197,7 @@ def test_the_profile_runs_on_the_threads_asked_and_its_kinds_add_up(tmp_path):
     command += ["--batch_tokens", "64", "--threads", "1", "--precision", "fp32", "--attn_implementation", "sdpa"]
     result = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "torch uses 1 threads" in result.stdout
+    assert "torch uses 1 thread;" in result.stdout
     profile = json.loads(output.read_text())["fp32"]
     assert abs(sum(profile["shares"].values()) - 1) < 1e-9 and list(profile["milliseconds"]) == list(profile["shares"])
     total = sum(profile["milliseconds"].values())
@@ -300,3 +331,16 @@ def test_label_smoothing_benchmark_refuses_bad_flags_in_one_line(tmp_path):
         result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
         assert result.stderr.startswith(f"label_smoothing.py: {message}")
+
+
+def test_allocator_and_denormals_benchmarks_refuse_bad_flags_in_one_line(tmp_path):
+    cases = {
+        ("allocator.py", "--rounds", "0"): "--rounds must be at least 1, got 0",
+        ("denormals.py", "--checkpoint", str(tmp_path)): f"--checkpoint {tmp_path} holds no optimizer.pt; pass a",
+        ("denormals.py", "--checkpoint", str(tmp_path), "--steps", "0"): "--steps must be at least 1, got 0",
+    }
+    for (script, *flags), message in cases.items():
+        command = [sys.executable, str(ROOT / "benchmarks" / script), *flags]
+        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(f"{script}: {message}")

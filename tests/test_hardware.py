@@ -222,6 +222,8 @@ def test_describe_with_everything_faked(tmp_path, monkeypatch, fake_cuda):
         describe(cpuinfo)
         == "Old CPU; 96 logical CPUs, torch uses 48 threads; flags: none of AVX2, VNNI, BF16, AMX; no CUDA"
     )
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert "; 96 logical CPUs, torch uses 1 thread; " in describe(cpuinfo)
 
 
 DENORMALS_LEFT = """

@@ -2,9 +2,10 @@
 
     loss = label_smoothed_cross_entropy(logits, labels, epsilon=0.1, num_items_in_batch=n)
 
-One fused autograd function that keeps a single float32 logits-sized buffer (the gradient) where torch's
-cross_entropy with label_smoothing keeps its log-softmax and a gradient: 1.09x the training speed and 0.81x the
-memory of Trainer's label smoother on this project's CPU (benchmarks/README.md).
+One fused autograd function that keeps a single float32 logits-sized buffer (the softmax, then the gradient) where
+torch's cross_entropy with label_smoothing keeps its log-softmax and a gradient: a float32 training step 1.18-1.20x
+as fast as MarianMTModel's with Trainer's label smoother, at 0.81x its peak memory (speed_vs_marian.py on this
+project's AMD CPU; benchmarks/label_smoothing.py times the loss alone: benchmarks/README.md).
 """
 
 import torch
