@@ -72,7 +72,11 @@ def parse_args(argv=None):
     parser.add_argument("--max_steps", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
-        "--modes", nargs="+", choices=list(MODES), default=list(MODES), help="default: all; the first is always timed"
+        "--modes",
+        nargs="+",
+        choices=list(MODES),
+        default=list(MODES),
+        help="default: all; ours, recommended is always timed",
     )
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "training_modes.json")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags for train.py (put it last)")
