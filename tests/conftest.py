@@ -192,10 +192,12 @@ def few_steps(data: Path | None, output_dir: Path, *extra: str) -> list[str]:
     ]  # fmt: skip  # flag-value pairs side by side
 
 
-def run_script(name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: Path | None = None) -> ScriptResult:
-    """Run training/{name} as `python training/{name} args...` would, in a child process forked from this one (see
-    run_in_child)."""
-    script = str(ROOT / "training" / name)
+def run_script(
+    name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: Path | None = None, folder: str = "training"
+) -> ScriptResult:
+    """Run {folder}/{name} (training/train.py, benchmarks/bf16_steps.py) as `python {folder}/{name} args...` would,
+    in a child process forked from this one (see run_in_child)."""
+    script = str(ROOT / folder / name)
 
     def script_main():
         sys.argv = [script, *args]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import SMALL_MODEL
+from conftest import SMALL_MODEL, run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "speed_vs_marian.py"
@@ -32,8 +32,7 @@ def test_the_older_benchmarks_refuse_a_bad_output_before_any_work(tmp_path):
     }
     for script in ("speed_vs_marian.py", "quantization.py"):
         for output, message in cases.items():
-            command = [sys.executable, str(ROOT / "benchmarks" / script), "--output", output]
-            result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+            result = run_script(script, "--output", output, folder="benchmarks")
             [line] = result.stderr.strip().splitlines()
             assert result.returncode == 2 and line.startswith(f"{script}: ") and message in line, line
     assert (tmp_path / "file.txt").read_text() == "text"
@@ -47,9 +46,9 @@ def test_the_quantization_benchmark_without_torchao_is_one_line(tmp_path, text_m
     tokenizer.save_pretrained(tmp_path / "model")
     (tmp_path / "source.en").write_text("a sentence.\n")
     (tmp_path / "reference.ja").write_text("文。\n")
-    command = [sys.executable, str(ROOT / "benchmarks" / "quantization.py"), "--model", str(tmp_path / "model")]
-    command += ["--source_file", str(tmp_path / "source.en"), "--reference_file", str(tmp_path / "reference.ja")]
-    result = subprocess.run([*command, "--output", str(tmp_path / "q.json")], capture_output=True, text=True, cwd=ROOT)
+    flags = ["--model", str(tmp_path / "model"), "--output", str(tmp_path / "q.json")]
+    flags += ["--source_file", str(tmp_path / "source.en"), "--reference_file", str(tmp_path / "reference.ja")]
+    result = run_script("quantization.py", *flags, folder="benchmarks")
     [line] = result.stderr.strip().splitlines()
     assert result.returncode == 2
     assert (
@@ -64,7 +63,7 @@ def test_the_quantization_benchmark_refuses_bad_inputs_in_one_line_before_loadin
     (tmp_path / "source.en").write_text("a.\nb.\n")
     (tmp_path / "reference.ja").write_text("あ。\n")
     (tmp_path / "empty").mkdir()
-    script = [sys.executable, str(ROOT / "benchmarks" / "quantization.py"), "--output", str(tmp_path / "q.json")]
+    output = ["--output", str(tmp_path / "q.json")]
     files = ["--source_file", str(tmp_path / "source.en"), "--reference_file", str(tmp_path / "reference.ja")]
     cases = {
         ("--source_file", str(tmp_path / "none.en")): f"--source_file {tmp_path / 'none.en'} does not exist",
@@ -75,7 +74,7 @@ def test_the_quantization_benchmark_refuses_bad_inputs_in_one_line_before_loadin
         (tmp_path / "reference.ja").write_text("あ。\nい。\n")
         cases[("--model", str(tmp_path / "empty"), *files)] = f"{tmp_path / 'empty'}"
     for flags, message in cases.items():
-        result = subprocess.run([*script, *flags], capture_output=True, text=True, cwd=ROOT)
+        result = run_script("quantization.py", *output, *flags, folder="benchmarks")
         [line] = result.stderr.strip().splitlines()
         assert result.returncode == 2 and line.startswith(f"quantization.py: {message}"), line
     assert not (tmp_path / "q.json").exists()
@@ -180,8 +179,7 @@ def test_training_modes_benchmark_runs_every_mode(demo_files, tmp_path):
 
 
 def test_training_modes_benchmark_refuses_a_missing_tokenizer(tmp_path):
-    command = [sys.executable, str(ROOT / "benchmarks" / "training_modes.py"), "--tokenizer", str(tmp_path / "nope")]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    result = run_script("training_modes.py", "--tokenizer", str(tmp_path / "nope"), folder="benchmarks")
     assert result.returncode == 2
     message = (
         f"training_modes.py: --tokenizer {tmp_path / 'nope'} holds no tokenizer.json; pass a saved tokenizer's folder"
@@ -215,9 +213,8 @@ def test_the_profile_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
         ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
     }
     for flags, message in cases.items():
-        command = [sys.executable, str(ROOT / "benchmarks" / "profile_training.py")]
-        command += ["--output", str(tmp_path / "profile.json"), *flags]
-        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        output = ["--output", str(tmp_path / "profile.json")]
+        result = run_script("profile_training.py", *output, *flags, folder="benchmarks")
         [line] = result.stderr.strip().splitlines()
         assert result.returncode == 2 and line.startswith(f"profile_training.py: {message}")
     assert not (tmp_path / "profile.json").exists()
@@ -258,7 +255,6 @@ def test_bf16_steps_benchmark_runs_every_configuration(demo_files, tmp_path):
 
 
 def test_bf16_steps_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
-    script = ROOT / "benchmarks" / "bf16_steps.py"
     recipe = ROOT / "training" / "recipes" / "ja-en.json"
     cases = {
         ("--threads", "0"): "--threads must be at least 1, got 0",
@@ -268,8 +264,7 @@ def test_bf16_steps_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
         ("--output", str(recipe / "steps.json")): f"--output {recipe / 'steps.json'}: {recipe} is a file, not a folder",
     }
     for flags, message in cases.items():
-        command = [sys.executable, str(script), "--output", str(tmp_path / "steps.json"), *flags]
-        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        result = run_script("bf16_steps.py", "--output", str(tmp_path / "steps.json"), *flags, folder="benchmarks")
         [line] = result.stderr.strip().splitlines()
         assert result.returncode == 2 and line.startswith(f"bf16_steps.py: {message}")
     assert not (tmp_path / "steps.json").exists()
@@ -301,8 +296,7 @@ def test_dropout_benchmark_refuses_bad_flags_in_one_line(tmp_path):
         ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
     }
     for flags, message in cases.items():
-        command = [sys.executable, str(ROOT / "benchmarks" / "dropout.py"), "--output", str(tmp_path / "d"), *flags]
-        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        result = run_script("dropout.py", "--output", str(tmp_path / "d"), *flags, folder="benchmarks")
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
         assert result.stderr.startswith(f"dropout.py: {message}")
     assert not (tmp_path / "d").exists()
@@ -333,8 +327,7 @@ def test_label_smoothing_benchmark_refuses_bad_flags_in_one_line(tmp_path):
         ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
     }
     for flags, message in cases.items():
-        command = [sys.executable, str(ROOT / "benchmarks" / "label_smoothing.py"), *flags]
-        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        result = run_script("label_smoothing.py", *flags, folder="benchmarks")
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
         assert result.stderr.startswith(f"label_smoothing.py: {message}")
 
@@ -346,7 +339,6 @@ def test_allocator_and_denormals_benchmarks_refuse_bad_flags_in_one_line(tmp_pat
         ("denormals.py", "--checkpoint", str(tmp_path), "--steps", "0"): "--steps must be at least 1, got 0",
     }
     for (script, *flags), message in cases.items():
-        command = [sys.executable, str(ROOT / "benchmarks" / script), *flags]
-        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        result = run_script(script, *flags, folder="benchmarks")
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert result.stderr.startswith(f"{script}: {message}")
