@@ -156,6 +156,10 @@ def test_a_run_killed_mid_training_resumes_to_the_same_parameters(demo_files, tm
     steps = ["--max_steps", "24", "--save_strategy", "steps", "--save_steps", "8", "--learning_rate", "0.003"]
     full = tmp_path / "full"
     assert run_train_py(few_steps(demo_files, full, *steps)).returncode == 0
+    # the interrupted run trains in the mode the full run's trial chose (bf16 on a CPU where it pays): each run's own
+    # trial may choose differently on a busy machine, and another mode is another run, not a resumed one
+    metrics = json.loads((full / "metrics.json").read_text())
+    steps += ["--precision", metrics["precision"], "--attn_implementation", metrics["attention"]]
 
     killed = tmp_path / "killed"
     process = subprocess.Popen(
