@@ -152,14 +152,18 @@ def test_an_output_dir_holding_a_model_is_not_overwritten(demo_files, tmp_path):
     assert (out / "hub" / "model.safetensors").read_bytes() == b"precious"
 
 
+def mode_flags(metrics: dict) -> list[str]:
+    """train.py's flags that repeat the mode a run recorded in its metrics.json (precision and attention)."""
+    return ["--precision", metrics["precision"], "--attn_implementation", metrics["attention"]]
+
+
 def test_a_run_killed_mid_training_resumes_to_the_same_parameters(demo_files, tmp_path):
     steps = ["--max_steps", "24", "--save_strategy", "steps", "--save_steps", "8", "--learning_rate", "0.003"]
     full = tmp_path / "full"
     assert run_train_py(few_steps(demo_files, full, *steps)).returncode == 0
     # the interrupted run trains in the mode the full run's trial chose (bf16 on a CPU where it pays): each run's own
     # trial may choose differently on a busy machine, and another mode is another run, not a resumed one
-    metrics = json.loads((full / "metrics.json").read_text())
-    steps += ["--precision", metrics["precision"], "--attn_implementation", metrics["attention"]]
+    steps += mode_flags(json.loads((full / "metrics.json").read_text()))
 
     killed = tmp_path / "killed"
     process = subprocess.Popen(
@@ -312,7 +316,7 @@ def test_a_time_budget_fixes_the_steps_and_the_same_run_repeats_with_max_steps(d
     steps = metrics["train_steps"]
     assert steps % 5 == 0 and steps >= 10 and metrics["time_budget_minutes"] == 0.5 and metrics["seconds_per_step"] > 0
     card = (tmp_path / "budget" / "hub" / "README.md").read_text()
-    mode = ["--precision", metrics["precision"], "--attn_implementation", metrics["attention"]]
+    mode = mode_flags(metrics)
     assert f"(repeat with --max_steps {steps} {' '.join(mode)})" in card
     repeat = [flag if flag != "-1" else str(steps) for flag in budget] + mode
     train(few_steps(demo_files, tmp_path / "repeat", *repeat))
