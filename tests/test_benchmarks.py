@@ -342,3 +342,76 @@ def test_allocator_and_denormals_benchmarks_refuse_bad_flags_in_one_line(tmp_pat
         result = run_script(script, *flags, folder="benchmarks")
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert result.stderr.startswith(f"{script}: {message}")
+
+
+def paired_bleu_files(tmp_path) -> dict[str, Path]:
+    """References of 20 sentences; the same cased (a perfect translation once lowercased); and a system with every
+    other sentence's last words wrong."""
+    references = [f"the cat number {i} sat on the mat near tree {i} today ." for i in range(20)]
+    wrong = [
+        text if i % 2 else text.replace("tree", "a house by").replace("today", "yesterday")
+        for i, text in enumerate(references)
+    ]
+    files = {"source": ["ignored"] * 20, "reference": references, "cased": [t.capitalize() for t in references]}
+    files["wrong"] = wrong
+    for name, lines in files.items():
+        (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n")
+    return {name: tmp_path / f"{name}.txt" for name in files}
+
+
+def test_paired_bleu_scores_each_pair_in_order_and_their_mean(tmp_path):
+    """A pair is (baseline, system): the difference is system - baseline; two pairs in opposite orders average to
+    0 with a standard error of the difference; --lowercase scores the cased copy of the references 100."""
+    from sacrebleu.metrics import BLEU
+
+    files = paired_bleu_files(tmp_path)
+    output = tmp_path / "paired.json"
+    flags = ["--source_file", str(files["source"]), "--reference_file", str(files["reference"]), "--lowercase"]
+    flags += ["--pair", str(files["cased"]), str(files["wrong"]), "--pair", str(files["wrong"]), str(files["cased"])]
+    result = run_script("paired_bleu.py", *flags, "--target_lang", "en", "--output", str(output), folder="benchmarks")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(output.read_text())
+    references = files["reference"].read_text().splitlines()
+    wrong = BLEU().corpus_score(files["wrong"].read_text().splitlines(), [references]).score  # sacrebleu's own
+    assert wrong < 90
+    first, second = report["results"]
+    assert first["baseline"] == pytest.approx(100.0) and first["system"] == pytest.approx(wrong)
+    assert second["baseline"] == pytest.approx(wrong) and second["system"] == pytest.approx(100.0)
+    assert first["difference"] == pytest.approx(wrong - 100.0) and 0 <= first["p"] <= 1
+    assert report["mean_difference"] == pytest.approx(0.0)
+    assert report["standard_error"] == pytest.approx(100.0 - wrong)  # stdev of (d, -d) is d * sqrt(2), over sqrt(2)
+    assert f"| {files['cased']} | {files['wrong']} | 100.00 | {wrong:.2f} | {wrong - 100:+.2f} |" in result.stdout
+
+    cased = run_script(
+        "paired_bleu.py",
+        *flags[:4],
+        "--pair",
+        str(files["cased"]),
+        str(files["reference"]),
+        "--target_lang",
+        "en",
+        "--output",
+        str(output),
+        folder="benchmarks",
+    )
+    assert cased.returncode == 0, cased.stderr
+    [only] = json.loads(output.read_text())["results"]
+    assert only["baseline"] < 100.0 and only["system"] == pytest.approx(100.0)  # without --lowercase: cased differs
+    assert "standard_error" not in json.loads(output.read_text())
+
+
+def test_paired_bleu_refuses_bad_files_in_one_line(tmp_path):
+    files = paired_bleu_files(tmp_path)
+    (tmp_path / "short.txt").write_text("one line\n")
+    references = ["--source_file", str(files["source"]), "--reference_file", str(files["reference"])]
+    good = str(files["wrong"])
+    cases = {
+        ("--pair", good, str(tmp_path / "none.txt")): f"--pair file {tmp_path / 'none.txt'} does not exist",
+        ("--pair", good, str(tmp_path / "short.txt")): f"--pair file {tmp_path / 'short.txt'} has 1 lines for 20",
+        ("--pair", good, good, "--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
+        ("--pair", good): "argument --pair: expected 2 arguments",
+    }
+    for flags, message in cases.items():
+        result = run_script("paired_bleu.py", *references, *flags, folder="benchmarks")
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(f"paired_bleu.py: {message}"), result.stderr
