@@ -199,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         if trainer.is_world_process_zero():
             save_run(trainer.model, tokenizer, model_args, data_args, training_args, metrics, card_only=True)
     logger.info("metrics: %s", json.dumps(metrics))
+    # Under torchrun: the process group closed while Python still runs (gloo's threads left to the interpreter's exit
+    # can abort a process that has finished its work: pytorch/pytorch#190489).
+    trainer.accelerator.wait_for_everyone()  # all processes close it together
+    trainer.accelerator.end_training()
     return 0
 
 
