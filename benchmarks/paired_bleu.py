@@ -21,13 +21,12 @@ import statistics
 import sys
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
 from hf_tiny_transformer.commands.shared import check_report, run, scoring_arguments, sources_and_references
 from hf_tiny_transformer.data.files import read_lines
 from hf_tiny_transformer.errors import ArgumentParser, UsageError
-from hf_tiny_transformer.evaluation import BOOTSTRAP_SAMPLES, bleu_tokenization
+from hf_tiny_transformer.evaluation import BOOTSTRAP_SAMPLES, bleu_metric
 from hf_tiny_transformer.saving import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +59,7 @@ def read_translations(path: str, count: int) -> list[str]:
     return lines
 
 
-def compare(baseline: list[str], system: list[str], references: list[str], bleu: BLEU) -> dict:
+def compare(baseline: list[str], system: list[str], references: list[str], bleu) -> dict:
     """BLEU of both, the difference and its paired-bootstrap p-value."""
     test = PairedTest(
         [("baseline", baseline), ("system", system)],
@@ -77,7 +76,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     references = sources_and_references(args, args.split)[1]
     pairs = [[read_translations(path, len(references)) for path in pair] for pair in args.pair]
-    bleu = BLEU(tokenize=bleu_tokenization(args.target_lang), lowercase=args.lowercase)
+    bleu = bleu_metric(args.target_lang, args.lowercase)
     results = [{"files": paths, **compare(*pair, references, bleu)} for paths, pair in zip(args.pair, pairs)]
     differences = [result["difference"] for result in results]
     summary = {"pairs": len(results), "mean_difference": statistics.fmean(differences)}

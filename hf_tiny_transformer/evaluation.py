@@ -34,8 +34,9 @@ def scores(
     """
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} translations for {len(references)} references; pass one per reference")
-    bleu = BLEU(tokenize=bleu_tokenization(target_lang), lowercase=lowercase)
-    score = bleu.corpus_score(hypotheses, [references], n_bootstrap=BOOTSTRAP_SAMPLES if len(references) > 1 else 1)
+    score = bleu_metric(target_lang, lowercase).corpus_score(
+        hypotheses, [references], n_bootstrap=BOOTSTRAP_SAMPLES if len(references) > 1 else 1
+    )
     chrf = CHRF(lowercase=lowercase).corpus_score(hypotheses, [references])
     fold = (lambda text: normalize(text).lower()) if lowercase else normalize
     same = sum(fold(hypothesis) == fold(reference) for hypothesis, reference in zip(hypotheses, references))
@@ -48,9 +49,14 @@ def scores(
     }
 
 
+def bleu_metric(target_lang: str, lowercase: bool = False) -> BLEU:
+    """sacrebleu's BLEU as this package scores `target_lang`: its standard tokenization, lowercased or not."""
+    return BLEU(tokenize=bleu_tokenization(target_lang), lowercase=lowercase)
+
+
 def bleu_tokenization(target_lang: str) -> str:
     """sacrebleu's tokenization for BLEU in `target_lang`."""
     return BLEU_TOKENIZE.get(target_lang, "13a")
 
 
-__all__ = ["scores", "bleu_tokenization", "BLEU_TOKENIZE"]
+__all__ = ["scores", "bleu_metric", "bleu_tokenization", "BLEU_TOKENIZE"]
