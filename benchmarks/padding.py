@@ -3,7 +3,9 @@ recipes) against batches by tokens (TokenBatchSampler, the recipes now), on smal
 
     python benchmarks/padding.py --tokenizer runs/en-ja/tokenizer [--batch_tokens 4096]
 
-Counts source + target positions of one epoch's batches (each batch padded to its longest source and target).
+Counts source + target positions of one epoch's batches (each batch padded to its longest source and target), and
+the distinct batch shapes (pairs, longest source, longest target) an epoch brings: bfloat16 kernels are compiled for
+each new one.
 """
 
 import argparse
@@ -14,7 +16,7 @@ from transformers import AutoTokenizer
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from hf_tiny_transformer import read_parallel
-from hf_tiny_transformer.data.batching import TokenBatchSampler, padding_fraction
+from hf_tiny_transformer.data.batching import TokenBatchSampler, batch_shapes, padding_fraction
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -51,10 +53,13 @@ def main(argv=None) -> None:
         rows[f"by tokens, at most {budget}"] = TokenBatchSampler(source_lengths, target_lengths, budget).batches
 
     print(f"{count} pairs, {sum(source_lengths) + sum(target_lengths):,} source + target tokens")
-    print("| batches | padding | batches an epoch | pairs a batch (median) |\n|---|---:|---:|---:|")
+    print("| batches | padding | batches an epoch | pairs a batch (median) | shapes an epoch |")
+    print("|---|---:|---:|---:|---:|")
     for name, batches in rows.items():
         fraction = padding_fraction(batches, source_lengths, target_lengths)
-        print(f"| {name} | {fraction:.1%} | {len(batches):,} | {statistics.median(len(b) for b in batches):.0f} |")
+        pairs = statistics.median(len(b) for b in batches)
+        shapes = len(batch_shapes(batches, source_lengths, target_lengths))
+        print(f"| {name} | {fraction:.1%} | {len(batches):,} | {pairs:.0f} | {shapes:,} |")
 
 
 if __name__ == "__main__":

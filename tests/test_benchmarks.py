@@ -289,6 +289,25 @@ def test_dropout_benchmark_times_both_masks_and_keeps_their_shares(tmp_path):
             assert f"| {dtype} | {kind} | {values['ms']:.3f} | {ratio:.2f} | {values['kept']:.4f} |" in result.stdout
 
 
+def test_padding_benchmark_counts_padding_and_shapes_of_each_kind_of_batch(demo_files, tokenizer, tmp_path):
+    """Each kind of batch gets a row: batches by tokens pad less than random batches of pairs, and an epoch's
+    distinct shapes are at least one and at most its batches."""
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    command = [sys.executable, str(ROOT / "benchmarks" / "padding.py"), "--tokenizer", str(tmp_path / "tokenizer")]
+    command += ["--corpus_dir", str(demo_files), "--batch_size", "16", "--batch_tokens", "256"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| batches | padding | batches an epoch | pairs a batch (median) | shapes an epoch |" in result.stdout
+    rows = {}
+    for line in result.stdout.splitlines()[3:]:
+        name, padding, batches, _, shapes = line.strip("|").split(" | ")
+        rows[name.strip()] = (float(padding.rstrip("%")), int(batches.replace(",", "")), int(shapes.strip()))
+    assert list(rows) == ["random, 16 pairs", "group_by_length, 16 pairs", "by tokens, at most 256"]
+    assert rows["by tokens, at most 256"][0] < rows["random, 16 pairs"][0]
+    for _, batches, shapes in rows.values():
+        assert 1 <= shapes <= batches
+
+
 def test_dropout_benchmark_refuses_bad_flags_in_one_line(tmp_path):
     cases = {
         ("--p", "1"): "--p must lie between 0 and 1 (exclusive), got 1.0",

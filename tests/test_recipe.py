@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from conftest import assert_one_line_error, few_steps, fresh_python_number, run_script
-from hf_tiny_transformer.data.batching import TokenBatchSampler, padding_fraction
+from hf_tiny_transformer.data.batching import TokenBatchSampler, batch_shapes, padding_fraction
 from hf_tiny_transformer.serving.translator import TransformersTranslator, translation_length_limit
 from hf_tiny_transformer.training.checkpoints import (
     average_checkpoints,
@@ -58,6 +58,12 @@ def test_token_batches_pad_far_less_than_random_batches_of_as_many_pairs():
     by_tokens = padding_fraction(sampler.batches, sources, targets)
     random = padding_fraction([b.tolist() for b in random_batches], sources, targets)
     assert by_tokens < 0.15 < random
+
+
+def test_batch_shapes_are_the_distinct_pairs_and_longest_lengths():
+    sources, targets = [3, 5, 4, 2, 5], [4, 7, 7, 1, 6]
+    batches = [[0, 1], [2, 3], [1, 0], [4], [2, 1]]
+    assert batch_shapes(batches, sources, targets) == {(2, 5, 7), (2, 4, 7), (1, 5, 6)}
 
 
 def test_a_budget_below_the_longest_pair_is_refused():

@@ -70,4 +70,10 @@ def padding_fraction(batches: list[list[int]], source_lengths: list[int], target
     return 1 - real / padded
 
 
-__all__ = ["TokenBatchSampler", "padding_fraction"]
+def batch_shapes(batches: list[list[int]], source_lengths: list[int], target_lengths: list[int]) -> set[tuple]:
+    """The distinct (pairs, longest source, longest target) of `batches`: the shapes a training epoch brings. Under
+    bfloat16 on a CPU each new shape has its oneDNN kernels compiled the first time it is seen."""
+    return {(len(b), max(source_lengths[i] for i in b), max(target_lengths[i] for i in b)) for b in batches}
+
+
+__all__ = ["TokenBatchSampler", "padding_fraction", "batch_shapes"]
