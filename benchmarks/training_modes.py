@@ -7,7 +7,10 @@ default, on the real corpus, in source tokens a second without padding.
 Every run is a fresh `training/train.py` process with the recipe, less its time budget, checkpoints, averaging and
 test translation, for --max_steps steps; Trainer counts the source tokens it trains on without padding
 (`--include_num_input_tokens_seen non_padding`), divided by its training time. The modes take turns for --rounds
-rounds; medians. --modes times some of them (the recommended mode always: the table's ratios are to it).
+rounds; medians. --modes times some of them (the recommended mode always: the table's ratios are to it). A short
+run understates bfloat16: its first steps compile oneDNN's kernels for each new batch shape (158 an epoch on the
+ja-en recipe), which float32 does not; on the AMX CPU bf16 was 1.16x float32 over the first 100 steps and 1.37x after
+(benchmarks/README.md), so compare precisions there over several hundred steps (--max_steps 1000).
 - ours, recommended: the recipe as it is (batches of --batch_tokens tokens, the fused label-smoothed loss, train.py's
   allocator setting, --precision auto: bfloat16 where the hardware has it);
 - ours, float32: the same with --precision fp32 (on a CPU without bfloat16 instructions, the same as the above);
