@@ -10,30 +10,43 @@ each new one.
 
 import argparse
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from hf_tiny_transformer import read_parallel
+from hf_tiny_transformer.commands.shared import run
 from hf_tiny_transformer.data.batching import TokenBatchSampler, batch_shapes, padding_fraction
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least, first_line
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", required=True, help="a saved tokenizer, e.g. runs/en-ja/tokenizer")
     parser.add_argument("--corpus_dir", default="../shared/data/small_parallel_enja")
-    parser.add_argument("--source_lang", default="en")
-    parser.add_argument("--target_lang", default="ja")
+    parser.add_argument("--source_lang", default="en", choices=["en", "ja"])
+    parser.add_argument("--target_lang", default="ja", choices=["en", "ja"])
     parser.add_argument("--batch_size", type=int, default=64, help="pairs a batch, for the batches by count")
     parser.add_argument("--batch_tokens", type=int, nargs="+", default=[2048, 4096, 8192])
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    at_least("--batch_size", args.batch_size, 1)
+    for budget in args.batch_tokens:
+        at_least("--batch_tokens", budget, 1)
+    if not (Path(args.tokenizer) / "tokenizer.json").is_file():
+        raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
+    return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    try:
+        sources, targets = read_parallel(args.corpus_dir, "train", args.source_lang, args.target_lang)
+    except (OSError, ValueError) as error:  # a missing file, not UTF-8, or unequal sides
+        raise UsageError(f"--corpus_dir {args.corpus_dir}: {first_line(error)}") from None
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    sources, targets = read_parallel(args.corpus_dir, "train", args.source_lang, args.target_lang)
     source_lengths = [len(ids) for ids in tokenizer(sources)["input_ids"]]
     target_lengths = [len(ids) for ids in tokenizer(text_target=targets)["input_ids"]]
     count = len(sources)
@@ -50,7 +63,10 @@ def main(argv=None) -> None:
         grouped[i : i + args.batch_size] for i in range(0, count, args.batch_size)
     ]
     for budget in args.batch_tokens:
-        rows[f"by tokens, at most {budget}"] = TokenBatchSampler(source_lengths, target_lengths, budget).batches
+        try:
+            rows[f"by tokens, at most {budget}"] = TokenBatchSampler(source_lengths, target_lengths, budget).batches
+        except ValueError as error:  # a budget below the longest pair
+            raise UsageError(f"--batch_tokens {budget}: {first_line(error)}") from None
 
     print(f"{count} pairs, {sum(source_lengths) + sum(target_lengths):,} source + target tokens")
     print("| batches | padding | batches an epoch | pairs a batch (median) | shapes an epoch |")
@@ -63,4 +79,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

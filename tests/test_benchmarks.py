@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import SMALL_MODEL, run_script
+from conftest import SMALL_MODEL, assert_one_line_error, run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "speed_vs_marian.py"
@@ -306,6 +306,22 @@ def test_padding_benchmark_counts_padding_and_shapes_of_each_kind_of_batch(demo_
     assert rows["by tokens, at most 256"][0] < rows["random, 16 pairs"][0]
     for _, batches, shapes in rows.values():
         assert 1 <= shapes <= batches
+
+
+def test_padding_benchmark_refuses_bad_flags_in_one_line(demo_files, tokenizer, tmp_path):
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    good = ["--tokenizer", str(tmp_path / "tokenizer"), "--corpus_dir", str(demo_files)]
+    cases = {
+        ("--batch_tokens", "0"): "--batch_tokens must be at least 1, got 0",
+        ("--batch_size", "0"): "--batch_size must be at least 1, got 0",
+        ("--tokenizer", str(tmp_path)): f"--tokenizer {tmp_path} holds no tokenizer.json; pass a saved tokenizer's",
+        ("--corpus_dir", str(tmp_path)): f"--corpus_dir {tmp_path}: {tmp_path}/train.en does not exist; pass the",
+        ("--source_lang", "fr"): "argument --source_lang/--source-lang: invalid choice: 'fr'",
+        ("--batch_tokens", "8"): "--batch_tokens 8: max_tokens 8 is smaller than the longest pair",
+    }
+    for flags, message in cases.items():
+        result = run_script("padding.py", *good, *flags, folder="benchmarks")
+        assert_one_line_error(result, f"padding.py: {message}")
 
 
 def test_dropout_benchmark_refuses_bad_flags_in_one_line(tmp_path):
