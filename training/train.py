@@ -200,8 +200,12 @@ def main(argv: list[str] | None = None) -> int:
             save_run(trainer.model, tokenizer, model_args, data_args, training_args, metrics, card_only=True)
     logger.info("metrics: %s", json.dumps(metrics))
     # Under torchrun: the process group closed while Python still runs (gloo's threads left to the interpreter's exit
-    # can abort a process that has finished its work: pytorch/pytorch#190489).
+    # can abort a process that has finished its work: pytorch/pytorch#190489), and only after the DDP wrapper that
+    # holds it is freed. Freed last by that wrapper, the group is destroyed with the GIL held, and a gloo thread that
+    # needs the GIL to free a tensor deadlocks the process (seen once in CI); destroy_process_group releases it.
     trainer.accelerator.wait_for_everyone()  # all processes close it together
+    trainer.model_wrapped = trainer.model
+    trainer.accelerator.free_memory()  # the wrapper's last references
     trainer.accelerator.end_training()
     return 0
 
