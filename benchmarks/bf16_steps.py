@@ -42,7 +42,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hf_tiny_transformer.commands.shared import check_report, run
+from hf_tiny_transformer.commands.shared import check_report, check_saved_tokenizer, run
 from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.saving import write_atomically
@@ -97,8 +97,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     for flag, value in (("--batches", args.batches), ("--rounds", args.rounds), ("--threads", args.threads)):
         at_least(flag, value, 1)
-    if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").is_file():
-        raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
+    check_saved_tokenizer(args.tokenizer)
     if not args.worker:  # a worker only measures; its parent writes the report
         check_report(args.output)
     return args

@@ -11,14 +11,12 @@ each new one.
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
-from hf_tiny_transformer import read_parallel
-from hf_tiny_transformer.commands.shared import run
+from hf_tiny_transformer.commands.shared import check_saved_tokenizer, corpus_split, run
 from hf_tiny_transformer.data.batching import TokenBatchSampler, batch_shapes, padding_fraction
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least, first_line
 
@@ -35,17 +33,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     at_least("--batch_size", args.batch_size, 1)
     for budget in args.batch_tokens:
         at_least("--batch_tokens", budget, 1)
-    if not (Path(args.tokenizer) / "tokenizer.json").is_file():
-        raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
+    check_saved_tokenizer(args.tokenizer)
     return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    try:
-        sources, targets = read_parallel(args.corpus_dir, "train", args.source_lang, args.target_lang)
-    except (OSError, ValueError) as error:  # a missing file, not UTF-8, or unequal sides
-        raise UsageError(f"--corpus_dir {args.corpus_dir}: {first_line(error)}") from None
+    sources, targets = corpus_split(args.corpus_dir, "train", args.source_lang, args.target_lang)
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     source_lengths = [len(ids) for ids in tokenizer(sources)["input_ids"]]
     target_lengths = [len(ids) for ids in tokenizer(text_target=targets)["input_ids"]]

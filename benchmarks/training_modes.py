@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.commands.shared import check_report, run
+from hf_tiny_transformer.commands.shared import check_report, check_saved_tokenizer, run
 from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.saving import write_atomically
@@ -87,8 +87,7 @@ def parse_args(argv=None):
     at_least("--max_steps", args.max_steps, 1)
     at_least("--rounds", args.rounds, 1)
     args.modes = [mode for mode in MODES if mode == RECOMMENDED or mode in args.modes]  # the table's order
-    if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").is_file():
-        raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
+    check_saved_tokenizer(args.tokenizer)
     check_report(args.output)
     return args
 

@@ -244,17 +244,29 @@ def scoring_arguments(parser: argparse.ArgumentParser, split_help: str):
 
 def sources_and_references(args, split: str) -> tuple[list[str], list[str]]:
     """The sources and references that scoring_arguments' flags name (`split` of --corpus_dir), checked."""
-    from ..data.corpus import read_parallel
     from ..data.files import read_aligned
 
     if args.corpus_dir:
-        try:
-            return read_parallel(args.corpus_dir, split, args.source_lang, args.target_lang)
-        except (OSError, ValueError) as error:
-            raise UsageError(f"--corpus_dir {args.corpus_dir}: {first_line(error)}") from None
+        return corpus_split(args.corpus_dir, split, args.source_lang, args.target_lang)
     if not (args.source_file and args.reference_file):
         raise UsageError("pass --corpus_dir, or --source_file and --reference_file")
     return read_aligned(args.source_file, args.reference_file, ("--source_file", "--reference_file"))
+
+
+def corpus_split(corpus_dir: str, split: str, source_lang: str, target_lang: str) -> tuple[list[str], list[str]]:
+    """`split`'s sources and references from a small_parallel_enja-style folder; a UsageError names --corpus_dir."""
+    from ..data.corpus import read_parallel
+
+    try:
+        return read_parallel(corpus_dir, split, source_lang, target_lang)
+    except (OSError, ValueError) as error:  # a missing file, not UTF-8, unequal sides, a language it lacks
+        raise UsageError(f"--corpus_dir {corpus_dir}: {first_line(error)}") from None
+
+
+def check_saved_tokenizer(folder: str | None):
+    """A UsageError where --tokenizer names a folder without tokenizer.json (None: none given, nothing to check)."""
+    if folder and not (Path(folder) / "tokenizer.json").is_file():
+        raise UsageError(f"--tokenizer {folder} holds no tokenizer.json; pass a saved tokenizer's folder")
 
 
 def export_arguments(parser: argparse.ArgumentParser, argv, quantizations: Iterable[str], quantization_help: str):
@@ -345,6 +357,8 @@ __all__ = [
     "decoding_settings",
     "scoring_arguments",
     "sources_and_references",
+    "corpus_split",
+    "check_saved_tokenizer",
     "export_arguments",
     "export_model",
     "load_translator_from",
