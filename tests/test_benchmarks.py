@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import SMALL_MODEL, assert_one_line_error, run_script
+from conftest import SMALL_MODEL, assert_one_line_error, run_script, tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "speed_vs_marian.py"
@@ -450,3 +451,62 @@ def test_paired_bleu_refuses_bad_files_in_one_line(tmp_path):
         result = run_script("paired_bleu.py", *references, *flags, folder="benchmarks")
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert result.stderr.startswith(f"paired_bleu.py: {message}"), result.stderr
+
+
+def saved_models(tmp_path, tokenizer) -> dict[str, Path]:
+    """Two saved random models of the tokenizer's vocabulary: "uniform", whose tied embeddings are zero, so that its
+    logits are all 0 and every token has probability 1 / V; and "random", of seed 1."""
+    folders = {}
+    for name, seed in (("uniform", 0), ("random", 1)):
+        model = tiny_model(seed, vocab_size=len(tokenizer))
+        if name == "uniform":
+            torch.nn.init.zeros_(model.get_input_embeddings().weight)
+        folders[name] = tmp_path / name
+        model.save_pretrained(folders[name])
+        tokenizer.save_pretrained(folders[name])
+    return folders
+
+
+def test_paired_loss_is_the_references_cross_entropy_and_pairs_are_in_order(tmp_path, tokenizer):
+    """A model whose logits are all 0 scores ln(V) nats a token, whatever the text; a pair is (baseline, system),
+    its difference system - baseline; two pairs in opposite orders average to 0 with a standard error of that
+    difference; the same model twice differs by exactly 0."""
+    folders = saved_models(tmp_path, tokenizer)
+    (tmp_path / "source.txt").write_text("i like the cat .\nwhere is the station ?\nhe said so .\n")
+    (tmp_path / "reference.txt").write_text("私は猫が好きです。\n駅はどこですか。\n彼はそう言った。\n")
+    output = tmp_path / "loss.json"
+    flags = ["--source_file", str(tmp_path / "source.txt"), "--reference_file", str(tmp_path / "reference.txt")]
+    uniform, random = str(folders["uniform"]), str(folders["random"])
+    pairs = ["--pair", uniform, random, "--pair", random, uniform, "--pair", uniform, uniform]
+    result = run_script("paired_loss.py", *flags, *pairs, "--batch_size", "2", "--output", str(output),
+                        folder="benchmarks")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(output.read_text())
+    first, second, same = report["results"]
+    assert first["baseline"] == pytest.approx(math.log(len(tokenizer)), abs=1e-5)
+    assert first["system"] > 0 and first["system"] != pytest.approx(first["baseline"])
+    assert first["difference"] == pytest.approx(first["system"] - first["baseline"])
+    assert second["difference"] == pytest.approx(-first["difference"])
+    assert same["difference"] == 0.0
+    assert report["mean_difference"] == pytest.approx(0.0, abs=1e-9)
+    assert report["standard_error"] == pytest.approx(abs(first["difference"]) / 3**0.5)  # stdev of (d, -d, 0) is |d|
+    assert f"| {uniform} | {random} | {first['baseline']:.4f} | {first['system']:.4f} |" in result.stdout
+
+
+def test_paired_loss_refuses_bad_models_and_flags_in_one_line(tmp_path, tokenizer):
+    folders = saved_models(tmp_path, tokenizer)
+    (tmp_path / "source.txt").write_text("i like the cat .\n")
+    (tmp_path / "reference.txt").write_text("私は猫が好きです。\n")
+    (tmp_path / "empty").mkdir()
+    texts = ["--source_file", str(tmp_path / "source.txt"), "--reference_file", str(tmp_path / "reference.txt")]
+    good = str(folders["random"])
+    cases = {
+        ("--pair", good, str(tmp_path / "empty")): f"--pair {tmp_path / 'empty'}",
+        ("--pair", good, good, "--batch_size", "0"): "--batch_size must be at least 1",
+        ("--pair", good, good, "--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
+        ("--pair", good): "argument --pair: expected 2 arguments",
+    }
+    for flags, message in cases.items():
+        result = run_script("paired_loss.py", *texts, *flags, folder="benchmarks")
+        assert_one_line_error(result, message)
+        assert result.stderr.startswith(f"paired_loss.py: {message}"), result.stderr
