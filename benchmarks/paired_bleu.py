@@ -32,17 +32,22 @@ from hf_tiny_transformer.saving import write_atomically
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def parse_args(argv=None):
-    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    scoring_arguments(parser, "its --split holds the references")
+def pair_arguments(parser, split_help: str, pair_help: str):
+    """The test set (scoring_arguments' flags and --split) and the --pair flags, repeated, that paired_bleu.py and
+    paired_loss.py compare."""
+    scoring_arguments(parser, split_help)
     parser.add_argument("--split", default="test", choices=["train", "dev", "test"], help="with --corpus_dir")
     parser.add_argument(
-        "--pair",
-        nargs=2,
-        action="append",
-        required=True,
-        metavar=("BASELINE", "SYSTEM"),
-        help="two translation files of the references' sentences; repeat for more pairs (seeds)",
+        "--pair", nargs=2, action="append", required=True, metavar=("BASELINE", "SYSTEM"), help=pair_help
+    )
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    pair_arguments(
+        parser,
+        "its --split holds the references",
+        "two translation files of the references' sentences; repeat for more pairs (seeds)",
     )
     parser.add_argument("--lowercase", action="store_true", help="compare lowercased text (lowercasing tokenizers)")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "paired_bleu.json")
@@ -72,16 +77,23 @@ def compare(baseline: list[str], system: list[str], references: list[str], bleu)
     return {"baseline": base.score, "system": other.score, "difference": other.score - base.score, "p": other.p_value}
 
 
+def summarize(differences: list[float], unit: str, decimals: int) -> dict:
+    """The pairs' count, their mean difference and (from two pairs) its standard error, the mean printed in `unit`
+    (paired_loss.py's too)."""
+    summary = {"pairs": len(differences), "mean_difference": statistics.fmean(differences)}
+    if len(differences) > 1:
+        summary["standard_error"] = statistics.stdev(differences) / len(differences) ** 0.5
+    spread = f" ± {summary['standard_error']:.{decimals}f} (standard error)" if "standard_error" in summary else ""
+    print(f"mean difference over {len(differences)} pair(s): {summary['mean_difference']:+.{decimals}f} {unit}{spread}")
+    return summary
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     references = sources_and_references(args, args.split)[1]
     pairs = [[read_translations(path, len(references)) for path in pair] for pair in args.pair]
     bleu = bleu_metric(args.target_lang, args.lowercase)
     results = [{"files": paths, **compare(*pair, references, bleu)} for paths, pair in zip(args.pair, pairs)]
-    differences = [result["difference"] for result in results]
-    summary = {"pairs": len(results), "mean_difference": statistics.fmean(differences)}
-    if len(differences) > 1:
-        summary["standard_error"] = statistics.stdev(differences) / len(differences) ** 0.5
     print("| baseline | system | BLEU baseline | BLEU system | system - baseline | p |\n|---|---|---:|---:|---:|---:|")
     for result in results:
         baseline_file, system_file = result["files"]
@@ -89,8 +101,7 @@ def main(argv=None) -> None:
             f"| {baseline_file} | {system_file} | {result['baseline']:.2f} | {result['system']:.2f} "
             f"| {result['difference']:+.2f} | {result['p']:.3f} |"
         )
-    spread = f" ± {summary['standard_error']:.2f} (standard error)" if "standard_error" in summary else ""
-    print(f"mean difference over {len(results)} pair(s): {summary['mean_difference']:+.2f} BLEU{spread}")
+    summary = summarize([result["difference"] for result in results], "BLEU", 2)
     report = {"target_lang": args.target_lang, "lowercase": args.lowercase, "results": results, **summary}
     write_atomically(args.output, json.dumps(report, indent=2) + "\n")
     print(json.dumps(summary))

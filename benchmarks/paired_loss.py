@@ -17,13 +17,13 @@ writes runs/speed/paired_loss.json (--output).
 """
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
+from paired_bleu import pair_arguments, summarize  # benchmarks/paired_bleu.py: the pairs' mean and standard error
 
-from hf_tiny_transformer.commands.shared import check_report, run, scoring_arguments, sources_and_references
+from hf_tiny_transformer.commands.shared import check_report, run, sources_and_references
 from hf_tiny_transformer.errors import ArgumentParser, about, at_least
 from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.saving import write_atomically
@@ -33,15 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    scoring_arguments(parser, "its --split holds the sources and references")
-    parser.add_argument("--split", default="test", choices=["train", "dev", "test"], help="with --corpus_dir")
-    parser.add_argument(
-        "--pair",
-        nargs=2,
-        action="append",
-        required=True,
-        metavar=("BASELINE", "SYSTEM"),
-        help="two saved model folders (e.g. runs/x/hub); repeat for more pairs (seeds)",
+    pair_arguments(
+        parser,
+        "its --split holds the sources and references",
+        "two saved model folders (e.g. runs/x/hub); repeat for more pairs (seeds)",
     )
     parser.add_argument("--batch_size", type=int, default=100)
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "paired_loss.json")
@@ -84,10 +79,6 @@ def main(argv=None) -> None:
     ]
     for result in results:
         result["difference"] = result["system"] - result["baseline"]
-    differences = [result["difference"] for result in results]
-    summary = {"pairs": len(results), "mean_difference": statistics.fmean(differences)}
-    if len(differences) > 1:
-        summary["standard_error"] = statistics.stdev(differences) / len(differences) ** 0.5
     print("| baseline | system | nats a token, baseline | system | system - baseline |\n|---|---|---:|---:|---:|")
     for result in results:
         baseline, system = result["models"]
@@ -95,8 +86,7 @@ def main(argv=None) -> None:
             f"| {baseline} | {system} | {result['baseline']:.4f} | {result['system']:.4f} "
             f"| {result['difference']:+.4f} |"
         )
-    spread = f" ± {summary['standard_error']:.4f} (standard error)" if "standard_error" in summary else ""
-    print(f"mean difference over {len(results)} pair(s): {summary['mean_difference']:+.4f} nats a token{spread}")
+    summary = summarize([result["difference"] for result in results], "nats a token", 4)
     report = {"split": args.split, "target_lang": args.target_lang, "results": results, **summary}
     write_atomically(args.output, json.dumps(report, indent=2) + "\n")
     print(json.dumps(summary))
