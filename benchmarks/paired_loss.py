@@ -74,11 +74,14 @@ def main(argv=None) -> None:
         models = {folder: load_model_folder(folder) for folder in sorted({f for pair in args.pair for f in pair})}
     losses = {folder: cross_entropy(*model, sources, references, args.batch_size) for folder, model in models.items()}
     results = [
-        {"models": [baseline, system], "baseline": losses[baseline], "system": losses[system]}
-        for baseline, system in args.pair
+        {
+            "models": [base, other],
+            "baseline": losses[base],
+            "system": losses[other],
+            "difference": losses[other] - losses[base],
+        }
+        for base, other in args.pair
     ]
-    for result in results:
-        result["difference"] = result["system"] - result["baseline"]
     print("| baseline | system | nats a token, baseline | system | system - baseline |\n|---|---|---:|---:|---:|")
     for result in results:
         baseline, system = result["models"]
