@@ -17,29 +17,24 @@ and one JSON line; writes runs/speed/paired_bleu.json (--output).
 """
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
 from sacrebleu.significance import PairedTest
 
-from hf_tiny_transformer.commands.shared import check_report, run, scoring_arguments, sources_and_references
+from hf_tiny_transformer.commands.shared import (
+    check_report,
+    pair_arguments,
+    paired_summary,
+    run,
+    sources_and_references,
+)
 from hf_tiny_transformer.data.files import read_lines
 from hf_tiny_transformer.errors import ArgumentParser, UsageError
 from hf_tiny_transformer.evaluation import BOOTSTRAP_SAMPLES, bleu_metric
 from hf_tiny_transformer.saving import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def pair_arguments(parser, split_help: str, pair_help: str):
-    """The test set (scoring_arguments' flags and --split) and the --pair flags, repeated, that paired_bleu.py and
-    paired_loss.py compare."""
-    scoring_arguments(parser, split_help)
-    parser.add_argument("--split", default="test", choices=["train", "dev", "test"], help="with --corpus_dir")
-    parser.add_argument(
-        "--pair", nargs=2, action="append", required=True, metavar=("BASELINE", "SYSTEM"), help=pair_help
-    )
 
 
 def parse_args(argv=None):
@@ -77,17 +72,6 @@ def compare(baseline: list[str], system: list[str], references: list[str], bleu)
     return {"baseline": base.score, "system": other.score, "difference": other.score - base.score, "p": other.p_value}
 
 
-def summarize(differences: list[float], unit: str, decimals: int) -> dict:
-    """The pairs' count, their mean difference and (from two pairs) its standard error, the mean printed in `unit`
-    (paired_loss.py's too)."""
-    summary = {"pairs": len(differences), "mean_difference": statistics.fmean(differences)}
-    if len(differences) > 1:
-        summary["standard_error"] = statistics.stdev(differences) / len(differences) ** 0.5
-    spread = f" ± {summary['standard_error']:.{decimals}f} (standard error)" if "standard_error" in summary else ""
-    print(f"mean difference over {len(differences)} pair(s): {summary['mean_difference']:+.{decimals}f} {unit}{spread}")
-    return summary
-
-
 def main(argv=None) -> None:
     args = parse_args(argv)
     references = sources_and_references(args, args.split)[1]
@@ -101,7 +85,8 @@ def main(argv=None) -> None:
             f"| {baseline_file} | {system_file} | {result['baseline']:.2f} | {result['system']:.2f} "
             f"| {result['difference']:+.2f} | {result['p']:.3f} |"
         )
-    summary = summarize([result["difference"] for result in results], "BLEU", 2)
+    summary, mean = paired_summary([result["difference"] for result in results], "BLEU", 2)
+    print(mean)
     report = {"target_lang": args.target_lang, "lowercase": args.lowercase, "results": results, **summary}
     write_atomically(args.output, json.dumps(report, indent=2) + "\n")
     print(json.dumps(summary))

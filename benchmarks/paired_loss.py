@@ -21,9 +21,14 @@ import sys
 from pathlib import Path
 
 import torch
-from paired_bleu import pair_arguments, summarize  # benchmarks/paired_bleu.py: the pairs' mean and standard error
 
-from hf_tiny_transformer.commands.shared import check_report, run, sources_and_references
+from hf_tiny_transformer.commands.shared import (
+    check_report,
+    pair_arguments,
+    paired_summary,
+    run,
+    sources_and_references,
+)
 from hf_tiny_transformer.errors import ArgumentParser, about, at_least
 from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.saving import write_atomically
@@ -89,7 +94,8 @@ def main(argv=None) -> None:
             f"| {baseline} | {system} | {result['baseline']:.4f} | {result['system']:.4f} "
             f"| {result['difference']:+.4f} |"
         )
-    summary = summarize([result["difference"] for result in results], "nats a token", 4)
+    summary, mean = paired_summary([result["difference"] for result in results], "nats a token", 4)
+    print(mean)
     report = {"split": args.split, "target_lang": args.target_lang, "results": results, **summary}
     write_atomically(args.output, json.dumps(report, indent=2) + "\n")
     print(json.dumps(summary))

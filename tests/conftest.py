@@ -201,7 +201,6 @@ def run_script(
 
     def script_main():
         sys.argv = [script, *args]
-        sys.path.insert(0, str(ROOT / folder))  # as python puts the script's folder first
         runpy.run_path(script, run_name="__main__")
 
     return run_in_child(script_main, f"{name} {' '.join(args)}", cwd, timeout, cpuinfo)

@@ -253,6 +253,29 @@ def sources_and_references(args, split: str) -> tuple[list[str], list[str]]:
     return read_aligned(args.source_file, args.reference_file, ("--source_file", "--reference_file"))
 
 
+def pair_arguments(parser: argparse.ArgumentParser, split_help: str, pair_help: str):
+    """The benchmarks' paired comparisons (paired_bleu.py, paired_loss.py): the test set (scoring_arguments' flags
+    and --split) and --pair BASELINE SYSTEM, repeated."""
+    scoring_arguments(parser, split_help)
+    parser.add_argument("--split", default="test", choices=["train", "dev", "test"], help="with --corpus_dir")
+    parser.add_argument(
+        "--pair", nargs=2, action="append", required=True, metavar=("BASELINE", "SYSTEM"), help=pair_help
+    )
+
+
+def paired_summary(differences: list[float], unit: str, decimals: int) -> tuple[dict, str]:
+    """The pairs' count, their mean difference and (from two pairs) its standard error, and the line that says
+    them in `unit`: 'mean difference over 7 pair(s): +0.44 BLEU ± 0.25 (standard error)'."""
+    import statistics
+
+    summary = {"pairs": len(differences), "mean_difference": statistics.fmean(differences)}
+    if len(differences) > 1:
+        summary["standard_error"] = statistics.stdev(differences) / len(differences) ** 0.5
+    spread = f" ± {summary['standard_error']:.{decimals}f} (standard error)" if "standard_error" in summary else ""
+    mean = f"{summary['mean_difference']:+.{decimals}f}"
+    return summary, f"mean difference over {len(differences)} pair(s): {mean} {unit}{spread}"
+
+
 def corpus_split(corpus_dir: str, split: str, source_lang: str, target_lang: str) -> tuple[list[str], list[str]]:
     """`split`'s sources and references from a small_parallel_enja-style folder; a UsageError names --corpus_dir."""
     from ..data.corpus import read_parallel
@@ -357,6 +380,8 @@ __all__ = [
     "decoding_settings",
     "scoring_arguments",
     "sources_and_references",
+    "pair_arguments",
+    "paired_summary",
     "corpus_split",
     "check_saved_tokenizer",
     "export_arguments",
