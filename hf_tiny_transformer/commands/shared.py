@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import re
+import statistics
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -266,8 +267,6 @@ def pair_arguments(parser: argparse.ArgumentParser, split_help: str, pair_help: 
 def paired_summary(differences: list[float], unit: str, decimals: int) -> tuple[dict, str]:
     """The pairs' count, their mean difference and (from two pairs) its standard error, and the line that says
     them in `unit`: 'mean difference over 7 pair(s): +0.44 BLEU ± 0.25 (standard error)'."""
-    import statistics
-
     summary = {"pairs": len(differences), "mean_difference": statistics.fmean(differences)}
     if len(differences) > 1:
         summary["standard_error"] = statistics.stdev(differences) / len(differences) ** 0.5
