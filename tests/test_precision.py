@@ -2,18 +2,28 @@
 start (hardware.CPUINFO, what the detection reads), CUDA faked where that can be done, and train.py run as users run
 it (no --use_cpu). Expected values are written out."""
 
+import copy
 import json
 
 import datasets
 import pytest
 import torch
+from safetensors import safe_open
 
 from conftest import AMX, AVX2, AVX512_BF16, ROOT, fake_cpuinfo, few_steps, run_script, tiny_model
 from hf_tiny_transformer import hardware
+from hf_tiny_transformer.errors import UsageError
 from hf_tiny_transformer.hardware import Choice
 from hf_tiny_transformer.training import precision
 from hf_tiny_transformer.training.arguments import parse_arguments
-from hf_tiny_transformer.training.precision import Mode, Trial, candidate_modes, chosen, time_modes
+from hf_tiny_transformer.training.precision import (
+    BFloat16Weights,
+    Mode,
+    Trial,
+    candidate_modes,
+    chosen,
+    time_modes,
+)
 from hf_tiny_transformer.training.trainer import TranslationTrainer
 
 RECIPES = sorted((ROOT / "training" / "recipes").glob("*.json"))
@@ -85,6 +95,56 @@ def test_every_recipe_takes_bf16_on_a_cuda_gpu_that_has_it(machine, monkeypatch,
 )
 def test_the_modes_worth_timing(precision_choice, native, requested, attention, expected):
     assert [str(mode) for mode in candidate_modes(precision_choice, native, requested, attention)] == expected
+
+
+@pytest.mark.parametrize(
+    "precision_choice, requested, attention, expected",
+    [
+        (Choice("bf16", "bf16: AMX"), "auto", "auto", ["fp32, sdpa", "bf16 weights, sdpa", "bf16 weights, eager"]),
+        (Choice("bf16", "bf16: asked for"), "bf16", "eager", ["bf16 weights, eager"]),
+        (Choice("fp32", "fp32: asked for"), "fp32", "auto", ["fp32, sdpa"]),  # --bf16_weights: only under bf16
+    ],
+)
+def test_bf16_weights_replace_autocast_among_the_modes(precision_choice, requested, attention, expected):
+    modes = candidate_modes(precision_choice, True, requested, attention, bf16_weights=True)
+    assert [str(mode) for mode in modes] == expected
+
+
+def gradient_vector(model) -> torch.Tensor:
+    return torch.cat([parameter.grad.flatten().double() for parameter in model.parameters()])
+
+
+def test_bf16_weights_give_the_float64_gradient_to_bfloat16_accuracy_and_accumulate_in_float32(batch):
+    model = tiny_model(dropout=0.0, init_std=0.02)
+    reference = copy.deepcopy(model).double()
+    reference(**batch).loss.backward()
+    weights = BFloat16Weights(model)
+    low = weights.load(model)
+    for rounded, weight in zip(low.parameters(), model.parameters(), strict=True):
+        assert rounded.dtype == torch.bfloat16 and torch.equal(rounded, weight.to(torch.bfloat16))
+    outputs = low(**batch)
+    assert outputs.logits.dtype == outputs.loss.dtype == torch.float32  # the loss from float32 outputs
+    outputs.loss.backward()
+    weights.add_gradients_to(model)
+    assert all(parameter.grad is None for parameter in low.parameters())
+    assert all(parameter.grad.dtype == torch.float32 for parameter in model.parameters())
+    got, expected = gradient_vector(model), gradient_vector(reference)
+    error = float((got - expected).norm() / expected.norm())
+    assert 1e-4 < error < 3e-2, error  # bfloat16's rounding (2^-8), not float32's, and nothing worse
+    first = [parameter.grad.clone() for parameter in model.parameters()]
+    weights.load(model)(**batch).loss.backward()  # a second batch of gradient accumulation: added, not replaced
+    weights.add_gradients_to(model)
+    for parameter, once in zip(model.parameters(), first):
+        torch.testing.assert_close(parameter.grad, 2 * once, rtol=0, atol=0)
+
+
+def test_bf16_weights_refuse_several_processes(monkeypatch, tmp_path):
+    """Their gradients are added to the float32 model's after DDP's hooks would have shared them: not shared."""
+    from hf_tiny_transformer.training.arguments import TranslationTrainingArguments
+
+    monkeypatch.setattr(TranslationTrainingArguments, "world_size", property(lambda self: 2))
+    with pytest.raises(UsageError, match="--bf16_weights runs in one process, not 2"):
+        parse_arguments(["--shape", "tiny", "--output_dir", str(tmp_path), "--bf16_weights", "true"])
 
 
 def test_the_trial_keeps_the_fastest_mode_and_leaves_the_random_numbers_alone(monkeypatch, tmp_path):
@@ -191,3 +251,23 @@ def test_a_resumed_run_keeps_the_mode_it_trained_in(demo_files, tmp_path):
         json.loads((out / "metrics.json").read_text())["precision_trial_seconds_per_step"]
         == recorded["seconds_per_step"]
     )
+
+
+def test_bf16_weights_train_as_a_user_runs_them(demo_files, tmp_path):
+    """`--precision bf16 --bf16_weights true`, no --use_cpu, on whatever CPU runs the suite: the trial times the two
+    attentions on bfloat16 weights, the run records the mode everywhere, and what it saves is float32."""
+    out = tmp_path / "run"
+    flags = ["--precision", "bf16", "--bf16_weights", "true", "--save_strategy", "steps", "--save_steps", "2"]
+    result = run_script("train.py", *small_run(demo_files, out, *flags), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert (metrics["precision"], metrics["bf16_weights"], metrics["train_steps"]) == ("bf16", True, 2)
+    assert set(metrics["precision_trial_seconds_per_step"]) == {"bf16 weights, sdpa", "bf16 weights, eager"}
+    assert "attention; bfloat16 weights, float32 master weights" in result.stderr
+    card = (out / "hub" / "README.md").read_text()
+    assert f"- Precision: {metrics['precision_reason']}; {metrics['attention']} attention; bfloat16 weights" in card
+    recorded = json.loads((out / "checkpoint-2" / "training_mode.json").read_text())
+    assert (recorded["precision"], recorded["weights"]) == ("bf16", "bf16")
+    for folder in (out / "checkpoint-2", out / "hub"):
+        with safe_open(folder / "model.safetensors", "pt") as saved:
+            assert {saved.get_tensor(name).dtype for name in saved.keys()} == {torch.float32}

@@ -131,17 +131,19 @@ def main(argv: list[str] | None = None) -> int:
         training_args.bf16_native,
         training_args.requested_precision,
         model_args.attn_implementation,
+        training_args.bf16_weights,
     )
     trial = resumed_trial(checkpoint, modes) or time_modes(
         model, trial_batches(tokenized["train"], collator, training_args), modes, training_args
     )
-    training_args.train_in(chosen(trial, training_args.precision_choice))
+    training_args.train_in(chosen(trial, training_args.precision_choice), trial.best.weights)
     model.set_attn_implementation(trial.best.attention)
     logger.info(
-        "machine: %s; precision %s; %s attention",
+        "machine: %s; precision %s; %s attention%s",
         describe(),
         training_args.precision_choice.reason,
         trial.best.attention,
+        "; bfloat16 weights, float32 master weights" if training_args.bf16_weights else "",
     )
 
     # Training, to the time budget when the recipe has one.
@@ -164,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         "precision": training_args.precision_choice.precision,
         "precision_reason": training_args.precision_choice.reason,
         "attention": trial.best.attention,
+        "bf16_weights": training_args.bf16_weights,
         "precision_trial_seconds_per_step": trial.seconds_per_step,
         "flush_denormal": training_args.flush_denormal,
         "machine": describe(),

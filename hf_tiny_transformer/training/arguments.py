@@ -168,6 +168,15 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "choices": ["auto", "bf16", "fp32"],
         },
     )
+    bf16_weights: bool = field(
+        default=False,
+        metadata={
+            "help": "where the run trains in bf16: the forward and backward passes on a bfloat16 copy of the model "
+            "(no autocast: LayerNorm, softmax and the residual stream in bfloat16 too), the optimizer on the float32 "
+            "weights, copied into it after every step; faster than autocast where casts cost (benchmarks/README.md). "
+            "One process only"
+        },
+    )
     flush_denormal: bool = field(
         default=True,
         metadata={
@@ -196,12 +205,19 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         super().__post_init__()
         self.check_numbers()
         self.check_averaging()
+        if self.bf16_weights and self.world_size > 1:
+            raise UsageError(
+                f"--bf16_weights runs in one process, not {self.world_size}: its gradients are not shared between "
+                "processes; leave it out (bf16 autocast) or run one process"
+            )
 
-    def train_in(self, choice):
+    def train_in(self, choice, weights: str = "fp32"):
         """Train in `choice`'s precision, measured after the arguments were made: bf16 and what the library derives
-        from it when it makes them (accelerate's mixed precision)."""
+        from it when it makes them (accelerate's mixed precision). bf16 on bfloat16 weights (`weights` "bf16") is
+        the trainer's own, without the library's autocast: `bf16_weights` says whether it is on."""
         self.precision_choice = choice
-        self.bf16 = choice.precision == "bf16"
+        self.bf16_weights = choice.precision == "bf16" and weights == "bf16"
+        self.bf16 = choice.precision == "bf16" and not self.bf16_weights
         self.mixed_precision = "bf16" if self.bf16 else "no"
 
     def check_numbers(self):

@@ -41,13 +41,17 @@ MODE_FILE = "training_mode.json"  # in each checkpoint: the mode a resumed run k
 
 @dataclass(frozen=True)
 class Mode:
-    """A way to train: a precision ("bf16" or "fp32") and an attention implementation ("sdpa", "eager")."""
+    """A way to train: a precision ("bf16" or "fp32"), an attention implementation ("sdpa", "eager"), and for bf16
+    where the forward and backward passes take their weights: "fp32" (autocast casts them at every step) or "bf16"
+    (a bfloat16 copy of the model: `BFloat16Weights`)."""
 
     precision: str
     attention: str
+    weights: str = "fp32"
 
     def __str__(self) -> str:
-        return f"{self.precision}, {self.attention}"
+        weights = " weights" if self.precision == "bf16" and self.weights == "bf16" else ""
+        return f"{self.precision}{weights}, {self.attention}"
 
 
 @dataclass
@@ -63,9 +67,12 @@ class Trial:
         return "a step took " + "; ".join(f"{seconds:.3f} s in {mode}" for mode, seconds in ranked)
 
 
-def candidate_modes(choice: Choice, native: bool, requested_precision: str, attention: str) -> list[Mode]:
+def candidate_modes(
+    choice: Choice, native: bool, requested_precision: str, attention: str, bf16_weights: bool = False
+) -> list[Mode]:
     """The modes worth timing. `choice` is the precision the hardware rule gave (hardware.choose_precision),
-    `native` whether the device has bfloat16 natively, `attention` "auto" or an implementation.
+    `native` whether the device has bfloat16 natively, `attention` "auto" or an implementation, `bf16_weights`
+    whether bf16 runs on a bfloat16 copy of the weights (`--bf16_weights`) rather than under autocast.
 
     fp32 keeps the library's default attention (sdpa) unless one is named. Under bf16 both implementations are
     candidates, unless one is named; "auto" precision where bfloat16 is native adds fp32 as a candidate.
@@ -74,7 +81,7 @@ def candidate_modes(choice: Choice, native: bool, requested_precision: str, atte
     fp32 = [Mode("fp32", "sdpa" if attention == "auto" else attention)]
     if choice.precision == "fp32":
         return fp32
-    bf16 = [Mode("bf16", name) for name in attentions]
+    bf16 = [Mode("bf16", name, "bf16" if bf16_weights else "fp32") for name in attentions]
     return (fp32 + bf16) if requested_precision == "auto" and native else bf16
 
 
@@ -136,7 +143,7 @@ def resumed_trial(checkpoint: Path | None, modes: list[Mode]) -> Trial | None:
     if record is None or not record.is_file():
         return None
     saved = json.loads(record.read_text())
-    best = Mode(saved["precision"], saved["attention"])
+    best = Mode(saved["precision"], saved["attention"], saved.get("weights", "fp32"))  # runs before --bf16_weights
     if best not in modes:
         return None
     logger.warning("resuming a run that trained in %s: it goes on in that mode", best)
@@ -155,6 +162,7 @@ class RecordMode(TrainerCallback):
             record = {
                 "precision": self.trial.best.precision,
                 "attention": self.trial.best.attention,
+                "weights": self.trial.best.weights,
                 "seconds_per_step": self.trial.seconds_per_step,
             }
             (folder / MODE_FILE).write_text(json.dumps(record, indent=2) + "\n")
@@ -172,6 +180,43 @@ def chosen(trial: Trial, choice: Choice) -> Choice:
     )
 
 
+class BFloat16Weights:
+    """A bfloat16 copy of a float32 model for the forward and backward passes of training: no autocast, so no casts
+    between operations, and the residual stream, LayerNorm and softmax run in bfloat16 as well. The float32 model
+    keeps the weights: the gradients are added to its own, which Trainer clips and the optimizer applies to the
+    float32 weights (the master weights), and it is what is saved, averaged and evaluated. The outputs are cast to
+    float32, so that the loss is computed in float32, as under autocast.
+
+        weights = BFloat16Weights(model)
+        loss = loss_of(weights.load(model))  # the float32 weights copied in (after every optimizer step)
+        loss.backward()
+        weights.add_gradients_to(model)
+    """
+
+    def __init__(self, model: torch.nn.Module):
+        self.copy = copy.deepcopy(model).to(torch.bfloat16)
+        self.copy.forward = convert_outputs_to_fp32(self.copy.forward)
+
+    def load(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The copy, holding `model`'s weights rounded to bfloat16, in its training or evaluation mode."""
+        self.copy.train(model.training)
+        with torch.no_grad():
+            for low, weight in zip(self.copy.parameters(), model.parameters(), strict=True):
+                low.copy_(weight)
+        return self.copy
+
+    def add_gradients_to(self, model: torch.nn.Module):
+        """The copy's gradients added to `model`'s (accumulated in float32), and cleared from the copy."""
+        for low, weight in zip(self.copy.parameters(), model.parameters(), strict=True):
+            if low.grad is None:
+                continue
+            if weight.grad is None:
+                weight.grad = low.grad.float()
+            else:
+                weight.grad += low.grad
+            low.grad = None
+
+
 class ModeRun:
     """A copy of the model and its own optimizer (the run's: Trainer's choice from the arguments), stepping in one
     mode."""
@@ -181,7 +226,10 @@ class ModeRun:
         self.model = copy.deepcopy(model).to(device).train()
         self.model.set_attn_implementation(mode.attention)
         self.forward = self.model.forward
-        if mode.precision == "bf16":  # as accelerate's prepare_model does for Trainer
+        self.bf16_weights = None
+        if mode.precision == "bf16" and mode.weights == "bf16":
+            self.bf16_weights = BFloat16Weights(self.model)
+        elif mode.precision == "bf16":  # as accelerate's prepare_model does for Trainer
             self.forward = convert_outputs_to_fp32(torch.autocast(device.type, dtype=torch.bfloat16)(self.forward))
         optimizer_class, optimizer_kwargs = Trainer.get_optimizer_cls_and_kwargs(training_args, self.model)
         self.optimizer = optimizer_class(self.model.parameters(), **optimizer_kwargs)
@@ -193,12 +241,15 @@ class ModeRun:
         """Seconds to train one step on each batch."""
         start = time.perf_counter()
         for batch in batches:
+            forward = self.bf16_weights.load(self.model) if self.bf16_weights else self.forward
             if self.epsilon:  # TranslationTrainer's loss: label smoothing from the logits
                 inputs = {name: tensor for name, tensor in batch.items() if name != "labels"}
-                loss = label_smoothed_cross_entropy(self.forward(**inputs).logits, batch["labels"], self.epsilon)
+                loss = label_smoothed_cross_entropy(forward(**inputs).logits, batch["labels"], self.epsilon)
             else:
-                loss = self.forward(**batch).loss
+                loss = forward(**batch).loss
             loss.backward()
+            if self.bf16_weights:
+                self.bf16_weights.add_gradients_to(self.model)
             if self.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
             self.optimizer.step()
@@ -208,4 +259,14 @@ class ModeRun:
         return time.perf_counter() - start
 
 
-__all__ = ["Mode", "Trial", "candidate_modes", "trial_batches", "time_modes", "resumed_trial", "RecordMode", "chosen"]
+__all__ = [
+    "Mode",
+    "Trial",
+    "BFloat16Weights",
+    "candidate_modes",
+    "trial_batches",
+    "time_modes",
+    "resumed_trial",
+    "RecordMode",
+    "chosen",
+]

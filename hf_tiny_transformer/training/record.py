@@ -74,6 +74,7 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         "Dropout": f"{getattr(config, 'dropout', None)} (attention {getattr(config, 'attention_dropout', None)}, "
         f"activation {getattr(config, 'activation_dropout', None)})",
         "Precision": f"{metrics['precision_reason']}; {metrics['attention']} attention"
+        + ("; bfloat16 weights, float32 master weights" if metrics.get("bf16_weights") else "")
         + ("; denormals flushed to zero" if metrics.get("flush_denormal") else ""),
         "Checkpoint averaging": averaging,
     }
@@ -81,6 +82,7 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         repeat = (
             f"--max_steps {metrics['train_steps']} --precision {metrics['precision']} --attn_implementation "
             + metrics["attention"]
+            + (" --bf16_weights true" if metrics.get("bf16_weights") else "")
         )
         lines["Time budget"] = (
             f"{metrics['time_budget_minutes']} minutes for the whole run; {metrics['train_steps']} "

@@ -6,6 +6,8 @@
   DataLoader, which shards the batches under torchrun.
 - Label smoothing (`--label_smoothing_factor`, the paper's 0.1) by the fused loss of `training.loss`, handed to
   Trainer as its `compute_loss_func`: the model itself, saved or loaded, always computes plain cross-entropy.
+- bf16 on bfloat16 weights (`--bf16_weights`): each training step runs forward and backward on the bfloat16 copy of
+  `training.precision.BFloat16Weights`; Trainer clips and applies the gradients to the float32 model as ever.
 """
 
 import logging
@@ -18,6 +20,7 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 
 from ..data.batching import TokenBatchSampler
 from .loss import label_smoothed_cross_entropy
+from .precision import BFloat16Weights
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +42,15 @@ class TranslationTrainer(Seq2SeqTrainer):
         super().__init__(*args, **kwargs)
         if self.args.label_smoothing_factor and self.compute_loss_func is None:
             self.compute_loss_func = LabelSmoothing(self.args.label_smoothing_factor)
+        self.bf16_weights = None  # made at the first step, from the model as loaded (a resumed run's weights)
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        if not getattr(self.args, "bf16_weights", False):
+            return super().training_step(model, inputs, num_items_in_batch)
+        self.bf16_weights = self.bf16_weights or BFloat16Weights(self.model)
+        loss = super().training_step(self.bf16_weights.load(self.model), inputs, num_items_in_batch)
+        self.bf16_weights.add_gradients_to(self.model)
+        return loss
 
     def get_train_dataloader(self) -> DataLoader:
         if not getattr(self.args, "batch_tokens", None):
