@@ -19,10 +19,11 @@ one before it:
   logsumexp from it, and its backward pass turns that into the gradient in one pass, where it computed logsumexp
   and then exp(z - logsumexp) again (training.loss): what `--precision auto` trains in where the trial finds it
   fastest;
+- + bf16 weights: forward and backward on a bfloat16 copy of the model (no autocast), float32 master weights in the
+  optimizer (training.precision.BFloat16Weights): train.py's `--bf16_weights true`;
 - fp32 now: float32 with the same kernel cache, dropout and loss: the reference the gain is measured against.
 --threads N runs every configuration on N of torch's threads (default: torch's own choice, one a core): how the
 gain changes with the threads. With --tried, also what was tried on top of the bf16 row and not kept:
-- bf16 weights: the model itself in bfloat16 (no autocast), float32 master weights in the optimizer;
 - fp32 with bf16 matmul math: float32 everywhere, oneDNN computing the matrix multiplies from bfloat16 inputs
   (torch.backends.mkldnn.matmul.fp32_precision = "bf16"), eager attention;
 - torch.compile of each encoder and decoder layer (dynamic shapes; compiling once, before the warm-up pass).
@@ -52,11 +53,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass(frozen=True)
 class Setting:
-    """What a configuration trains with: precision, attention, oneDNN's kernel cache, the dropout masks ("bernoulli"
-    or "64-bit draws"), the loss ("logsumexp" or "softmax") and anything tried on top (None: nothing)."""
+    """What a configuration trains with: precision, attention, the weights the bf16 passes take ("fp32": autocast;
+    "bf16": `--bf16_weights`), oneDNN's kernel cache, the dropout masks ("bernoulli" or "64-bit draws"), the loss
+    ("logsumexp" or "softmax") and anything tried on top (None: nothing)."""
 
     precision: str = "fp32"
     attention: str = "sdpa"
+    weights: str = "fp32"
     kernels: int = 1024
     dropout: str = "bernoulli"
     loss: str = "logsumexp"
@@ -74,10 +77,10 @@ STEPS = {
     "+ kernel cache": KERNELS,
     "+ dropout masks from 64-bit draws": DROPOUT,
     "+ the loss from one softmax": NOW,
+    "+ bf16 weights": replace(NOW, weights="bf16"),
     "fp32 now": replace(NOW, precision="fp32", attention="sdpa"),
 }
 TRIED = {
-    "bf16 weights, fp32 master weights": replace(NOW, tried="weights"),
     "fp32 with bf16 matmul math": replace(NOW, precision="fp32", tried="matmul"),
     "+ torch.compile of the layers": replace(NOW, tried="compile"),
 }
@@ -151,8 +154,8 @@ def worker(args) -> None:
     torch.manual_seed(0)
     model = TinyTransformerForConditionalGeneration(load_shape("tiny", vocab_size=len(tokenizer)))
     batches = trial_batches(train, DataCollatorForSeq2Seq(tokenizer, model=model), training_args, count=args.batches)
-    runner = (MasterWeightsRun if setting.tried == "weights" else ModeRun)(
-        model, Mode(setting.precision, setting.attention), training_args, torch.device("cpu")
+    runner = ModeRun(
+        model, Mode(setting.precision, setting.attention, setting.weights), training_args, torch.device("cpu")
     )
     if setting.tried == "compile":
         for layer in (*runner.model.model.encoder.layers, *runner.model.model.decoder.layers):
@@ -185,48 +188,6 @@ def bernoulli_dropout(x, p: float, training: bool):
     import torch
 
     return torch.nn.functional.dropout(x, p=p, training=True) if training and p > 0 else x
-
-
-class MasterWeightsRun:
-    """A step of the model held in bfloat16 (no autocast; the loss from float32 logits), its float32 master weights
-    updated by the optimizer and copied back into the model after every step."""
-
-    def __init__(self, model, mode, training_args, device):
-        import copy
-
-        import torch
-        from transformers import Trainer
-
-        self.model = copy.deepcopy(model).train()
-        self.model.set_attn_implementation(mode.attention)
-        self.master = [parameter.detach().clone().requires_grad_() for parameter in self.model.parameters()]
-        self.model.to(torch.bfloat16)
-        optimizer_class, optimizer_kwargs = Trainer.get_optimizer_cls_and_kwargs(training_args, self.model)
-        self.optimizer = optimizer_class(self.master, **optimizer_kwargs)
-        self.epsilon, self.max_grad_norm = training_args.label_smoothing_factor, training_args.max_grad_norm
-
-    def steps(self, batches) -> float:
-        import time
-
-        import torch
-
-        from hf_tiny_transformer.training.loss import label_smoothed_cross_entropy
-
-        parameters = list(self.model.parameters())
-        start = time.perf_counter()
-        for batch in batches:
-            inputs = {name: tensor for name, tensor in batch.items() if name != "labels"}
-            logits = self.model(**inputs).logits.float()
-            label_smoothed_cross_entropy(logits, batch["labels"], self.epsilon).backward()
-            torch.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
-            for parameter, master in zip(parameters, self.master):
-                master.grad = parameter.grad.float()
-                parameter.grad = None
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            with torch.no_grad():
-                torch._foreach_copy_(parameters, self.master)
-        return time.perf_counter() - start
 
 
 def main(argv=None) -> None:
