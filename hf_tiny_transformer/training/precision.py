@@ -14,6 +14,11 @@ training steps of each candidate and keeps the fastest: seconds, inside any time
 Trainer's: forward (under autocast for bf16, the outputs cast to float32 as accelerate does), the loss (label
 smoothed as the run's), backward, gradient clipping and the run's optimizer, on a copy of the model; the random
 number generators are left as they were, so that the run trains the same whether or not it measured first.
+
+bf16 comes in two ways. Under autocast (accelerate's mixed precision) the model keeps float32 weights, each matrix
+multiply casts its inputs to bfloat16, and LayerNorm, softmax and the residual stream stay in float32, with casts
+between them at every step. With `--bf16_weights` the forward and backward passes run on a bfloat16 copy of the
+model (`BFloat16Weights`), with no casts between operations, while the optimizer updates float32 master weights.
 """
 
 import copy
