@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import Seq2SeqTrainingArguments
 
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
 
@@ -59,6 +60,14 @@ def tiny_model(seed: int = 0, **overrides) -> TinyTransformerForConditionalGener
     """A random tiny model in eval mode. init_std 0.3 gives logits varied enough for generation tests."""
     torch.manual_seed(seed)
     return TinyTransformerForConditionalGeneration(tiny_config(**{"init_std": 0.3, **overrides})).eval()
+
+
+def sgd_arguments(output_dir, **overrides) -> Seq2SeqTrainingArguments:
+    """Trainer's arguments for a few steps on the CPU that tests can compare: plain SGD at a constant learning rate of
+    0.5 (Adam would blow up float noise in gradients that are zero in exact arithmetic, key biases), nothing saved or
+    reported."""
+    fixed = {"optim": "sgd", "learning_rate": 0.5, "lr_scheduler_type": "constant", "report_to": []}
+    return Seq2SeqTrainingArguments(str(output_dir), **fixed, save_strategy="no", use_cpu=True, **overrides)
 
 
 @pytest.fixture

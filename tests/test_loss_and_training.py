@@ -2,9 +2,9 @@
 
 import pytest
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingArguments
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from conftest import tiny_model
+from conftest import sgd_arguments, tiny_model
 from hf_tiny_transformer.modeling_tiny_transformer import shift_tokens_right
 from hf_tiny_transformer.training.loss import LabelSmoothedCrossEntropy, label_smoothed_cross_entropy
 from hf_tiny_transformer.training.trainer import LabelSmoothing, TranslationTrainer
@@ -47,19 +47,12 @@ def trainer_parameters(tmp_path, batch_size, accumulation, label_smoothing=0.0):
     targets = torch.randint(4, 50, (8, 5))
     targets[::3, 3:] = -100  # uneven lengths: the per-token mean over the whole batch is what must match
     data = [{"input_ids": s, "attention_mask": torch.ones_like(s), "labels": t} for s, t in zip(sources, targets)]
-    args = Seq2SeqTrainingArguments(
-        output_dir=str(tmp_path / f"run{batch_size}"),
+    args = sgd_arguments(
+        tmp_path / f"run{batch_size}",
         per_device_train_batch_size=batch_size,
         gradient_accumulation_steps=accumulation,
         max_steps=3,
-        # SGD: Adam would blow up float noise in gradients that are zero in exact arithmetic (key biases)
-        optim="sgd",
-        learning_rate=0.5,
-        lr_scheduler_type="constant",
-        report_to=[],
-        save_strategy="no",
         logging_strategy="no",
-        use_cpu=True,
         seed=0,
         dataloader_drop_last=False,
         label_smoothing_factor=label_smoothing,

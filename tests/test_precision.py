@@ -9,9 +9,8 @@ import datasets
 import pytest
 import torch
 from safetensors import safe_open
-from transformers import Seq2SeqTrainingArguments
 
-from conftest import AMX, AVX2, AVX512_BF16, ROOT, fake_cpuinfo, few_steps, run_script, tiny_model
+from conftest import AMX, AVX2, AVX512_BF16, ROOT, fake_cpuinfo, few_steps, run_script, sgd_arguments, tiny_model
 from hf_tiny_transformer import hardware
 from hf_tiny_transformer.errors import UsageError
 from hf_tiny_transformer.hardware import Choice
@@ -145,17 +144,7 @@ def trained_parameters(tmp_path, bf16_weights: bool) -> tuple[dict, dict]:
     before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
     torch.manual_seed(2)
     data = [{"input_ids": torch.randint(4, 50, (6,)), "labels": torch.randint(4, 50, (5,))} for _ in range(8)]
-    args = Seq2SeqTrainingArguments(
-        output_dir=str(tmp_path / f"run-{bf16_weights}"),
-        per_device_train_batch_size=4,
-        max_steps=3,
-        optim="sgd",
-        learning_rate=0.5,
-        lr_scheduler_type="constant",
-        report_to=[],
-        save_strategy="no",
-        use_cpu=True,
-    )
+    args = sgd_arguments(tmp_path / f"run-{bf16_weights}", per_device_train_batch_size=4, max_steps=3)
     args.bf16_weights = bf16_weights  # what TranslationTrainingArguments.train_in sets
     TranslationTrainer(model=model, args=args, train_dataset=data).train()
     return before, {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
