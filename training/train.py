@@ -52,6 +52,7 @@ from hf_tiny_transformer.training.precision import (  # noqa: E402
     RecordMode,
     candidate_modes,
     chosen,
+    describe_mode,
     resumed_trial,
     time_modes,
     trial_batches,
@@ -139,11 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     training_args.train_in(chosen(trial, training_args.precision_choice), trial.best.weights)
     model.set_attn_implementation(trial.best.attention)
     logger.info(
-        "machine: %s; precision %s; %s attention%s",
+        "machine: %s; precision %s",
         describe(),
-        training_args.precision_choice.reason,
-        trial.best.attention,
-        "; bfloat16 weights, float32 master weights" if training_args.bf16_weights else "",
+        describe_mode(training_args.precision_choice.reason, trial.best.attention, training_args.bf16_weights),
     )
 
     # Training, to the time budget when the recipe has one.

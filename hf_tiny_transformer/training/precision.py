@@ -72,6 +72,12 @@ class Trial:
         return "a step took " + "; ".join(f"{seconds:.3f} s in {mode}" for mode, seconds in ranked)
 
 
+def describe_mode(reason: str, attention: str, bf16_weights: bool) -> str:
+    """The mode a run trains in, as its log and its model card say it: the precision and why, the attention, and
+    where --bf16_weights ran, the weights."""
+    return f"{reason}; {attention} attention" + ("; bfloat16 weights, float32 master weights" if bf16_weights else "")
+
+
 def candidate_modes(
     choice: Choice, native: bool, requested_precision: str, attention: str, bf16_weights: bool = False
 ) -> list[Mode]:
@@ -268,6 +274,7 @@ __all__ = [
     "Mode",
     "Trial",
     "BFloat16Weights",
+    "describe_mode",
     "candidate_modes",
     "trial_batches",
     "time_modes",

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..hub import model_card, save_for_hub, with_evaluation
 from ..saving import staged_folder, write_atomically
+from .precision import describe_mode
 
 # Fields that decide the parameters' shapes and meaning: a checkpoint resumed under other values is another model.
 SHAPE_FIELDS = (
@@ -73,8 +74,7 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         "cross-entropy)",
         "Dropout": f"{getattr(config, 'dropout', None)} (attention {getattr(config, 'attention_dropout', None)}, "
         f"activation {getattr(config, 'activation_dropout', None)})",
-        "Precision": f"{metrics['precision_reason']}; {metrics['attention']} attention"
-        + ("; bfloat16 weights, float32 master weights" if metrics.get("bf16_weights") else "")
+        "Precision": describe_mode(metrics["precision_reason"], metrics["attention"], metrics.get("bf16_weights"))
         + ("; denormals flushed to zero" if metrics.get("flush_denormal") else ""),
         "Checkpoint averaging": averaging,
     }
