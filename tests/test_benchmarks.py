@@ -163,14 +163,21 @@ def test_training_modes_benchmark_runs_every_mode(demo_files, tmp_path):
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     ratios = json.loads(result.stdout.strip().splitlines()[-1])
-    modes = ["ours, recommended", "ours, float32", "ours, bf16 weights", "Marian, the same flags"]
+    modes = [
+        "ours, recommended",
+        "ours, float32",
+        "ours, bf16 autocast",
+        "ours, bf16 weights",
+        "Marian, the same flags",
+    ]
     assert list(ratios) == [*modes, "Marian, Trainer's defaults"]
     speeds = json.loads(output.read_text())["speeds"]
     assert all(len(values) == 1 and values[0] > 0 for values in speeds.values())
     recommended = speeds["ours, recommended"][0]
     assert ratios == {mode: round(recommended / values[0], 2) for mode, values in speeds.items()}  # what it measured
     [trained_in] = json.loads(output.read_text())["recommended_trained_in"]
-    assert trained_in in ("fp32 (sdpa)", "bf16 (sdpa)", "bf16 (eager)")  # the trial's choice, which the CPU decides
+    choices = ("fp32 (sdpa)", "bf16 (sdpa)", "bf16 (eager)", "bf16 weights (sdpa)", "bf16 weights (eager)")
+    assert trained_in in choices  # the trial's choice, which the CPU decides
     assert f"ours, recommended trained in: {trained_in} (the trial's choice in each round)" in result.stdout
     # --modes: the recommended mode is always timed, first, and only the modes asked for beside it
     extra = command.index("--extra")

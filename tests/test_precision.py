@@ -93,20 +93,36 @@ def test_every_recipe_takes_bf16_on_a_cuda_gpu_that_has_it(machine, monkeypatch,
         (Choice("fp32", "fp32: asked for"), True, "fp32", "eager", ["fp32, eager"]),
     ],
 )
-def test_the_modes_worth_timing(precision_choice, native, requested, attention, expected):
-    assert [str(mode) for mode in candidate_modes(precision_choice, native, requested, attention)] == expected
+def test_the_modes_worth_timing_under_autocast(precision_choice, native, requested, attention, expected):
+    modes = candidate_modes(precision_choice, native, requested, attention, bf16_weights="false")
+    assert [str(mode) for mode in modes] == expected
 
 
 @pytest.mark.parametrize(
-    "precision_choice, requested, attention, expected",
+    "precision_choice, requested, attention, bf16_weights, expected",
     [
-        (Choice("bf16", "bf16: AMX"), "auto", "auto", ["fp32, sdpa", "bf16 weights, sdpa", "bf16 weights, eager"]),
-        (Choice("bf16", "bf16: asked for"), "bf16", "eager", ["bf16 weights, eager"]),
-        (Choice("fp32", "fp32: asked for"), "fp32", "auto", ["fp32, sdpa"]),  # --bf16_weights: only under bf16
+        (
+            Choice("bf16", "bf16: AMX"),
+            "auto",
+            "auto",
+            "auto",
+            ["fp32, sdpa", "bf16, sdpa", "bf16, eager", "bf16 weights, sdpa", "bf16 weights, eager"],
+        ),
+        (Choice("bf16", "bf16: asked for"), "bf16", "eager", "auto", ["bf16, eager", "bf16 weights, eager"]),
+        (
+            Choice("bf16", "bf16: AMX"),
+            "auto",
+            "auto",
+            "true",
+            ["fp32, sdpa", "bf16 weights, sdpa", "bf16 weights, eager"],
+        ),
+        (Choice("bf16", "bf16: asked for"), "bf16", "eager", "true", ["bf16 weights, eager"]),
+        (Choice("fp32", "fp32: asked for"), "fp32", "auto", "true", ["fp32, sdpa"]),  # --bf16_weights: only under bf16
+        (Choice("fp32", NO_BF16), "auto", "auto", "auto", ["fp32, sdpa"]),
     ],
 )
-def test_bf16_weights_replace_autocast_among_the_modes(precision_choice, requested, attention, expected):
-    modes = candidate_modes(precision_choice, True, requested, attention, bf16_weights=True)
+def test_bf16_weights_among_the_modes(precision_choice, requested, attention, bf16_weights, expected):
+    modes = candidate_modes(precision_choice, True, requested, attention, bf16_weights=bf16_weights)
     assert [str(mode) for mode in modes] == expected
 
 
@@ -168,8 +184,26 @@ def test_bf16_weights_refuse_several_processes(monkeypatch, tmp_path):
     from hf_tiny_transformer.training.arguments import TranslationTrainingArguments
 
     monkeypatch.setattr(TranslationTrainingArguments, "world_size", property(lambda self: 2))
-    with pytest.raises(UsageError, match="--bf16_weights runs in one process, not 2"):
+    with pytest.raises(UsageError, match="--bf16_weights true runs in one process, not 2"):
         parse_arguments(["--shape", "tiny", "--output_dir", str(tmp_path), "--bf16_weights", "true"])
+    _, _, args = parse_arguments(["--shape", "tiny", "--output_dir", str(tmp_path), "--precision", "bf16"])
+    assert (args.requested_bf16_weights, args.bf16_weights) == ("false", False)  # auto: autocast, in every process
+
+
+@pytest.mark.parametrize("value, expected", [(True, "true"), (False, "false"), ("auto", "auto"), ("TRUE", "true")])
+def test_a_recipe_names_the_weights_as_json_or_as_a_flag_would(tmp_path, value, expected):
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"shape": "tiny", "precision": "bf16", "bf16_weights": value}))
+    _, _, args = parse_arguments([str(recipe), "--output_dir", str(tmp_path / "run")])
+    assert args.requested_bf16_weights == expected
+    assert args.bf16_weights == (expected == "true")
+
+
+def test_a_recipe_with_other_weights_is_refused(tmp_path):
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"shape": "tiny", "bf16_weights": "maybe"}))
+    with pytest.raises(UsageError, match="--bf16_weights takes auto, true or false, not 'maybe'"):
+        parse_arguments([str(recipe), "--output_dir", str(tmp_path / "run")])
 
 
 def test_the_trial_keeps_the_fastest_mode_and_leaves_the_random_numbers_alone(monkeypatch, tmp_path):
@@ -215,12 +249,13 @@ def test_bf16_asked_for_trains_on_this_cpu_as_a_user_runs_it(demo_files, tmp_pat
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["precision"] == "bf16" and metrics["train_steps"] == 2
-    assert set(metrics["precision_trial_seconds_per_step"]) == {"bf16, sdpa", "bf16, eager"}
+    trial = {"bf16, sdpa", "bf16, eager", "bf16 weights, sdpa", "bf16 weights, eager"}  # --bf16_weights auto
+    assert set(metrics["precision_trial_seconds_per_step"]) == trial
 
 
 @pytest.mark.parametrize("name", ["amx", "avx512_bf16"])
 def test_auto_on_a_bf16_cpu_times_the_modes_and_trains_in_the_fastest(demo_files, tmp_path, name):
-    """train.py as on an AMX or AVX-512 BF16 machine (the flags faked where the command starts): the trial's three
+    """train.py as on an AMX or AVX-512 BF16 machine (the flags faked where the command starts): the trial's five
     figures, the fastest mode, and both in the log, metrics.json and the model card."""
     flags, _, evidence, _ = ON_THE_CPU[name]
     out = tmp_path / "run"
@@ -228,16 +263,20 @@ def test_auto_on_a_bf16_cpu_times_the_modes_and_trains_in_the_fastest(demo_files
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     figures = metrics["precision_trial_seconds_per_step"]
-    assert set(figures) == {"fp32, sdpa", "bf16, sdpa", "bf16, eager"} and all(value > 0 for value in figures.values())
+    modes = {"fp32, sdpa", "bf16, sdpa", "bf16, eager", "bf16 weights, sdpa", "bf16 weights, eager"}
+    assert set(figures) == modes and all(value > 0 for value in figures.values())
     fastest = min(figures, key=figures.get)
-    assert f"{metrics['precision']}, {metrics['attention']}" == fastest
+    trained_in = "bf16 weights" if metrics["bf16_weights"] else metrics["precision"]
+    assert f"{trained_in}, {metrics['attention']}" == fastest
+    assert not metrics["bf16_weights"] or metrics["precision"] == "bf16"
     assert metrics["precision_reason"].startswith(
         f"{metrics['precision']}: the fastest on this run's batches (a step took"
     )
     assert metrics["precision_reason"].endswith(f"); {evidence.removeprefix('bf16: ')}")
-    assert f"precision {metrics['precision_reason']}; {metrics['attention']} attention" in result.stderr
+    weights = "; bfloat16 weights, float32 master weights" if metrics["bf16_weights"] else ""
+    assert f"precision {metrics['precision_reason']}; {metrics['attention']} attention{weights}\n" in result.stderr
     card = (out / "hub" / "README.md").read_text()
-    assert f"- Precision: {metrics['precision_reason']}; {metrics['attention']} attention; denormals" in card
+    assert f"- Precision: {metrics['precision_reason']}; {metrics['attention']} attention{weights}; denormals" in card
 
 
 def test_auto_on_a_cpu_without_bf16_times_nothing(demo_files, tmp_path):
@@ -258,6 +297,7 @@ def test_a_resumed_run_keeps_the_mode_it_trained_in(demo_files, tmp_path):
     recorded = json.loads((out / "checkpoint-2" / "training_mode.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())
     assert (recorded["precision"], recorded["attention"]) == (metrics["precision"], metrics["attention"])
+    assert recorded["weights"] == ("bf16" if metrics["bf16_weights"] else "fp32")
     assert recorded["seconds_per_step"] == metrics["precision_trial_seconds_per_step"]
     resumed = [
         "--max_steps",
@@ -271,7 +311,8 @@ def test_a_resumed_run_keeps_the_mode_it_trained_in(demo_files, tmp_path):
     ]
     second = run_script("train.py", *small_run(demo_files, out, *resumed), cpuinfo=cpuinfo, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert f"resuming a run that trained in {recorded['precision']}, {recorded['attention']}" in second.stderr
+    trained_in = "bf16 weights" if recorded["weights"] == "bf16" else recorded["precision"]
+    assert f"resuming a run that trained in {trained_in}, {recorded['attention']}:" in second.stderr
     assert (
         json.loads((out / "metrics.json").read_text())["precision_trial_seconds_per_step"]
         == recorded["seconds_per_step"]

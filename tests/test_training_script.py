@@ -153,8 +153,12 @@ def test_an_output_dir_holding_a_model_is_not_overwritten(demo_files, tmp_path):
 
 
 def mode_flags(metrics: dict) -> list[str]:
-    """train.py's flags that repeat the mode a run recorded in its metrics.json (precision and attention)."""
-    return ["--precision", metrics["precision"], "--attn_implementation", metrics["attention"]]
+    """train.py's flags that repeat the mode a run recorded in its metrics.json (precision, attention, and under bf16
+    the weights)."""
+    weights = (
+        ["--bf16_weights", "true" if metrics["bf16_weights"] else "false"] if metrics["precision"] == "bf16" else []
+    )
+    return ["--precision", metrics["precision"], "--attn_implementation", metrics["attention"], *weights]
 
 
 def test_a_run_killed_mid_training_resumes_to_the_same_parameters(demo_files, tmp_path):

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         training_args.bf16_native,
         training_args.requested_precision,
         model_args.attn_implementation,
-        training_args.bf16_weights,
+        training_args.requested_bf16_weights,
     )
     trial = resumed_trial(checkpoint, modes) or time_modes(
         model, trial_batches(tokenized["train"], collator, training_args), modes, training_args

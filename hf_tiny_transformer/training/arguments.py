@@ -163,18 +163,20 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         default="auto",
         metadata={
             "help": "auto: where the hardware has bfloat16 natively (a CPU with AMX or AVX-512 BF16, a CUDA GPU), "
-            "the faster of bfloat16 autocast and float32 on this run's batches, timed at the start (seconds); float32 "
-            "elsewhere. Or bf16, fp32",
+            "the fastest of float32 and bfloat16 (autocast, or bfloat16 weights: see --bf16_weights) on this run's "
+            "batches, timed at the start (seconds); float32 elsewhere. Or bf16, fp32",
             "choices": ["auto", "bf16", "fp32"],
         },
     )
-    bf16_weights: bool = field(
-        default=False,
+    bf16_weights: str = field(
+        default="auto",
         metadata={
-            "help": "where the run trains in bf16: the forward and backward passes on a bfloat16 copy of the model "
-            "(no autocast: LayerNorm, softmax and the residual stream in bfloat16 too), the optimizer on the float32 "
-            "weights, copied into it after every step; faster than autocast where casts cost (benchmarks/README.md). "
-            "One process only"
+            "help": "where the run trains in bf16, how: true runs the forward and backward passes on a bfloat16 copy "
+            "of the model (no autocast: LayerNorm, softmax and the residual stream in bfloat16 too), the optimizer on "
+            "the float32 weights, copied into it after every step (one process only); false, bfloat16 autocast; "
+            "auto, the faster of the two on this run's batches where a trial times the modes (see --precision), "
+            "autocast elsewhere and under several processes (benchmarks/README.md)",
+            "choices": ["auto", "true", "false"],
         },
     )
     flush_denormal: bool = field(
@@ -205,11 +207,17 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         super().__post_init__()
         self.check_numbers()
         self.check_averaging()
-        if self.bf16_weights and self.world_size > 1:
+        self.requested_bf16_weights = str(self.bf16_weights).lower()  # a JSON recipe may hold true or false
+        if self.requested_bf16_weights not in ("auto", "true", "false"):
+            raise UsageError(f"--bf16_weights takes auto, true or false, not {self.bf16_weights!r}")
+        if self.requested_bf16_weights == "true" and self.world_size > 1:
             raise UsageError(
-                f"--bf16_weights runs in one process, not {self.world_size}: its gradients are not shared between "
-                "processes; leave it out (bf16 autocast) or run one process"
+                f"--bf16_weights true runs in one process, not {self.world_size}: its gradients are not shared "
+                "between processes; leave it out (auto: bf16 autocast there) or run one process"
             )
+        if self.world_size > 1:
+            self.requested_bf16_weights = "false"
+        self.bf16_weights = self.bf16 and self.requested_bf16_weights == "true"  # until a trial chooses
 
     def train_in(self, choice, weights: str = "fp32"):
         """Train in `choice`'s precision, measured after the arguments were made: bf16 and what the library derives

@@ -82,7 +82,11 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         repeat = (
             f"--max_steps {metrics['train_steps']} --precision {metrics['precision']} --attn_implementation "
             + metrics["attention"]
-            + (" --bf16_weights true" if metrics.get("bf16_weights") else "")
+            + (
+                f" --bf16_weights {str(bool(metrics.get('bf16_weights'))).lower()}"
+                if metrics["precision"] == "bf16"
+                else ""
+            )
         )
         lines["Time budget"] = (
             f"{metrics['time_budget_minutes']} minutes for the whole run; {metrics['train_steps']} "
