@@ -17,10 +17,10 @@ one before it:
 - + dropout masks from 64-bit draws: the model's CPU dropout (16 random bits an element, four to a draw);
 - + the loss from one softmax: the label-smoothed loss's forward pass writes the softmax (one fused pass) and takes
   logsumexp from it, and its backward pass turns that into the gradient in one pass, where it computed logsumexp
-  and then exp(z - logsumexp) again (training.loss): train.py's bf16 autocast (`--bf16_weights false`);
+  and then exp(z - logsumexp) again (training.loss): what `--precision auto` trains in where the trial finds it
+  fastest (bf16 autocast, `--bf16_weights false`, the default);
 - + bf16 weights: forward and backward on a bfloat16 copy of the model (no autocast), float32 master weights in the
-  optimizer (training.precision.BFloat16Weights): `--bf16_weights true`. `--precision auto` (with
-  `--bf16_weights auto`) trains in whichever of the two its trial finds fastest;
+  optimizer (training.precision.BFloat16Weights): `--bf16_weights true` (`auto` has the trial choose between them);
 - fp32 now: float32 with the same kernel cache, dropout and loss: the reference the gain is measured against.
 --threads N runs every configuration on N of torch's threads (default: torch's own choice, one a core): how the
 gain changes with the threads. With --tried, also what was tried on top of the bf16 row and not kept:

@@ -14,9 +14,8 @@ ja-en recipe), which float32 does not; on the AMX CPU bf16 was 1.16x float32 ove
 - ours, recommended: the recipe as it is (batches of --batch_tokens tokens, the fused label-smoothed loss, train.py's
   allocator setting, --precision auto: bfloat16 where the hardware has it);
 - ours, float32: the same with --precision fp32 (on a CPU without bfloat16 instructions, the same as the above);
-- ours, bf16 autocast / ours, bf16 weights: the recommended mode with --bf16_weights false / true (where the trial
-  chooses bf16, it runs under autocast / the forward and backward passes on a bfloat16 copy of the model; the
-  recommended mode, --bf16_weights auto, times both);
+- ours, bf16 weights: the recommended mode with --bf16_weights true (where the trial chooses bf16, the forward and
+  backward passes run on a bfloat16 copy of the model instead of under autocast);
 - Marian, the same flags: the recommended mode with `--architecture marian`;
 - Marian, Trainer's defaults: `--architecture marian`, float32, batches of 64 pairs in Trainer's random order
   (`--train_sampling_strategy random`), glibc's default allocator (its default thresholds in GLIBC_TUNABLES, which
@@ -45,7 +44,6 @@ RECOMMENDED = "ours, recommended"
 MODES = {  # flags replacing the recipe's (None: the flag removed), environment
     RECOMMENDED: ({}, {}),
     "ours, float32": ({"precision": "fp32"}, {}),
-    "ours, bf16 autocast": ({"bf16_weights": "false"}, {}),
     "ours, bf16 weights": ({"bf16_weights": "true"}, {}),
     "Marian, the same flags": ({"architecture": "marian"}, {}),
     "Marian, Trainer's defaults": (

@@ -249,21 +249,28 @@ def test_bf16_asked_for_trains_on_this_cpu_as_a_user_runs_it(demo_files, tmp_pat
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["precision"] == "bf16" and metrics["train_steps"] == 2
-    trial = {"bf16, sdpa", "bf16, eager", "bf16 weights, sdpa", "bf16 weights, eager"}  # --bf16_weights auto
-    assert set(metrics["precision_trial_seconds_per_step"]) == trial
+    assert set(metrics["precision_trial_seconds_per_step"]) == {"bf16, sdpa", "bf16, eager"}
 
 
-@pytest.mark.parametrize("name", ["amx", "avx512_bf16"])
-def test_auto_on_a_bf16_cpu_times_the_modes_and_trains_in_the_fastest(demo_files, tmp_path, name):
-    """train.py as on an AMX or AVX-512 BF16 machine (the flags faked where the command starts): the trial's five
-    figures, the fastest mode, and both in the log, metrics.json and the model card."""
+AUTOCAST_MODES = {"fp32, sdpa", "bf16, sdpa", "bf16, eager"}
+BOTH_WAYS = AUTOCAST_MODES | {"bf16 weights, sdpa", "bf16 weights, eager"}
+
+
+@pytest.mark.parametrize(
+    "name, weights, modes",
+    [("amx", [], AUTOCAST_MODES), ("avx512_bf16", [], AUTOCAST_MODES), ("amx", ["--bf16_weights", "auto"], BOTH_WAYS)],
+    ids=["amx", "avx512_bf16", "amx-bf16_weights_auto"],
+)
+def test_auto_on_a_bf16_cpu_times_the_modes_and_trains_in_the_fastest(demo_files, tmp_path, name, weights, modes):
+    """train.py as on an AMX or AVX-512 BF16 machine (the flags faked where the command starts): the trial's three
+    figures (five with --bf16_weights auto), the fastest mode, and both in the log, metrics.json and the card."""
     flags, _, evidence, _ = ON_THE_CPU[name]
     out = tmp_path / "run"
-    result = run_script("train.py", *small_run(demo_files, out), cpuinfo=fake_cpuinfo(tmp_path, flags), timeout=300)
+    cpuinfo = fake_cpuinfo(tmp_path, flags)
+    result = run_script("train.py", *small_run(demo_files, out, *weights), cpuinfo=cpuinfo, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     figures = metrics["precision_trial_seconds_per_step"]
-    modes = {"fp32, sdpa", "bf16, sdpa", "bf16, eager", "bf16 weights, sdpa", "bf16 weights, eager"}
     assert set(figures) == modes and all(value > 0 for value in figures.values())
     fastest = min(figures, key=figures.get)
     trained_in = "bf16 weights" if metrics["bf16_weights"] else metrics["precision"]
