@@ -1,15 +1,17 @@
-"""Where a training step's time goes, in float32 and under bfloat16 autocast: torch.profiler's operators by kind.
+"""Where a training step's time goes, in float32, under bfloat16 autocast and on bfloat16 weights: torch.profiler's
+operators by kind.
 
     python benchmarks/profile_training.py [--recipe training/recipes/ja-en.json] [--steps 20] [--batch_tokens 2048]
-        [--shape tiny] [--precision fp32 bf16] [--attn_implementation sdpa eager] [--threads N]
+        [--shape tiny] [--precision fp32 bf16 bf16_weights] [--attn_implementation sdpa eager eager] [--threads N]
 
 One step is train.py's (training.precision.ModeRun, as the precision trial times it: forward, under autocast for
 bf16 with its outputs cast to float32 as accelerate does, the recipe's label-smoothed loss, backward, gradient
-clipping and the run's optimizer from the recipe's flags), on one batch by tokens of the recipes' size (pairs of
-9 + 9 tokens, the corpus's average, random ids; no data loading), with train.py's settings (oneDNN's kernel cache,
-denormals flushed). Each precision is warmed up, then profiled over --steps steps, with the attention implementation
-given for it in the same order (default: sdpa for fp32, eager for bf16, what `--precision auto` chooses on this
-project's bf16 CPUs).
+clipping and the run's optimizer from the recipe's flags; bf16_weights: forward and backward on a bfloat16 copy of
+the model instead of under autocast, train.py's `--bf16_weights true`), on one batch by tokens of the recipes' size
+(pairs of 9 + 9 tokens, the corpus's average, random ids; no data loading), with train.py's settings (oneDNN's
+kernel cache, denormals flushed). Each precision is warmed up, then profiled over --steps steps, with the attention
+implementation given for it in the same order (default: sdpa for fp32, eager for both ways of bf16, what `--precision
+auto` chooses on this project's bf16 CPUs).
 Prints, per precision, the step time, the share and the milliseconds a step of each kind of operator (dropout's
 random masks, matrix multiplies, attention, softmax and the loss, LayerNorm, casts between dtypes, the optimizer,
 the rest) and the slowest operators, and one JSON line; writes runs/speed/profile_training.json. On a CPU without
@@ -71,7 +73,8 @@ def profile_precision(precision: str, attention: str, training_args, args) -> di
     batch, warmed up, then profiled."""
     torch.manual_seed(0)
     model = TinyTransformerForConditionalGeneration(load_shape(args.shape))
-    runner = ModeRun(model, Mode(precision, attention), training_args, torch.device("cpu"))
+    mode = Mode("bf16", attention, "bf16") if precision == "bf16_weights" else Mode(precision, attention)
+    runner = ModeRun(model, mode, training_args, torch.device("cpu"))
     inputs = batch(model, args.batch_tokens)
     runner.steps([inputs] * args.warmup)
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
@@ -101,8 +104,12 @@ def main(argv=None) -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch_tokens", type=int, default=2048)
     parser.add_argument("--shape", default="tiny")
-    parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    parser.add_argument("--attn_implementation", nargs="+", default=["sdpa", "eager"], choices=["sdpa", "eager"])
+    parser.add_argument(
+        "--precision", nargs="+", default=["fp32", "bf16", "bf16_weights"], choices=["fp32", "bf16", "bf16_weights"]
+    )
+    parser.add_argument(
+        "--attn_implementation", nargs="+", default=["sdpa", "eager", "eager"], choices=["sdpa", "eager"]
+    )
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--threads", type=int, help="torch's threads; default: torch's choice")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "profile_training.json")
