@@ -211,12 +211,12 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         self.requested_bf16_weights = str(self.bf16_weights).lower()  # a JSON recipe may hold true or false
         if self.requested_bf16_weights not in ("auto", "true", "false"):
             raise UsageError(f"--bf16_weights takes auto, true or false, not {self.bf16_weights!r}")
-        if self.requested_bf16_weights == "true" and self.world_size > 1:
-            raise UsageError(
-                f"--bf16_weights true runs in one process, not {self.world_size}: its gradients are not shared "
-                "between processes; leave it out (auto: bf16 autocast there) or run one process"
-            )
         if self.world_size > 1:
+            if self.requested_bf16_weights == "true":
+                raise UsageError(
+                    f"--bf16_weights true runs in one process, not {self.world_size}: its gradients are not shared "
+                    "between processes; leave it out (auto: bf16 autocast there) or run one process"
+                )
             self.requested_bf16_weights = "false"
         self.bf16_weights = self.bf16 and self.requested_bf16_weights == "true"  # until a trial chooses
 

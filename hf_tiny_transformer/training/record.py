@@ -83,7 +83,7 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
             f"--max_steps {metrics['train_steps']} --precision {metrics['precision']} --attn_implementation "
             + metrics["attention"]
             + (
-                f" --bf16_weights {str(bool(metrics.get('bf16_weights'))).lower()}"
+                f" --bf16_weights {'true' if metrics.get('bf16_weights') else 'false'}"
                 if metrics["precision"] == "bf16"
                 else ""
             )
