@@ -154,23 +154,33 @@ def test_bf16_weights_give_the_float64_gradient_to_bfloat16_accuracy_and_accumul
         torch.testing.assert_close(parameter.grad, 2 * once, rtol=0, atol=0)
 
 
-def trained_parameters(tmp_path, bf16_weights: bool) -> tuple[dict, dict]:
-    """Three SGD steps of TranslationTrainer on a tiny model, on bfloat16 weights or in float32: (before, after)."""
+def trained_parameters(tmp_path, bf16_weights: bool, accumulation: int = 1) -> tuple[dict, dict, TranslationTrainer]:
+    """Three SGD steps of TranslationTrainer on a tiny model, on bfloat16 weights or in float32, each from
+    `accumulation` batches: (before, after, the trainer)."""
     model = tiny_model(seed=1, dropout=0.0, init_std=0.02)  # the model's own initialization: logits of a real scale
     before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
     torch.manual_seed(2)
-    data = [{"input_ids": torch.randint(4, 50, (6,)), "labels": torch.randint(4, 50, (5,))} for _ in range(8)]
-    args = sgd_arguments(tmp_path / f"run-{bf16_weights}", per_device_train_batch_size=4, max_steps=3)
+    data = [{"input_ids": torch.randint(4, 50, (6,)), "labels": torch.randint(4, 50, (5,))} for _ in range(12)]
+    args = sgd_arguments(
+        tmp_path / f"run-{bf16_weights}-{accumulation}",
+        per_device_train_batch_size=4 // accumulation,
+        gradient_accumulation_steps=accumulation,
+        max_steps=3,
+    )
     args.bf16_weights = bf16_weights  # what TranslationTrainingArguments.train_in sets
-    TranslationTrainer(model=model, args=args, train_dataset=data).train()
-    return before, {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
+    trainer = TranslationTrainer(model=model, args=args, train_dataset=data)
+    trainer.train()
+    return before, {name: parameter.detach().clone() for name, parameter in model.named_parameters()}, trainer
 
 
-def test_bf16_weights_train_the_float32_model_as_float32_does_to_bfloat16_accuracy(tmp_path):
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_bf16_weights_train_the_float32_model_as_float32_does_to_bfloat16_accuracy(tmp_path, accumulation):
     """Trainer's steps on the bfloat16 copy move the float32 weights (each step from the weights the last one left) by
-    float32 training's updates, to bfloat16's rounding."""
-    before, in_bf16 = trained_parameters(tmp_path, bf16_weights=True)
-    _, in_fp32 = trained_parameters(tmp_path, bf16_weights=False)
+    float32 training's updates, to bfloat16's rounding; under gradient accumulation the copy is made once a step."""
+    before, in_bf16, trainer = trained_parameters(tmp_path, True, accumulation)
+    _, in_fp32, _ = trained_parameters(tmp_path, False, accumulation)
+    low = next(trainer.bf16_weights.copy.parameters())
+    assert low._version == 3  # copied in (in place) at each of the 3 optimizer steps, not at each of their batches
     assert all(parameter.dtype == torch.float32 for parameter in in_bf16.values())
     update_bf16 = torch.cat([(in_bf16[name] - before[name]).flatten() for name in before])
     update_fp32 = torch.cat([(in_fp32[name] - before[name]).flatten() for name in before])

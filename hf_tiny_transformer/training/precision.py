@@ -204,7 +204,7 @@ class BFloat16Weights:
     float32, so that the loss is computed in float32, as under autocast.
 
         weights = BFloat16Weights(model)
-        loss = loss_of(weights.load(model))  # the float32 weights copied in (after every optimizer step)
+        loss = loss_of(weights.load(model, step))  # the float32 weights copied in (once an optimizer step)
         loss.backward()
         weights.add_gradients_to(model)
     """
@@ -212,13 +212,18 @@ class BFloat16Weights:
     def __init__(self, model: torch.nn.Module):
         self.copy = copy.deepcopy(model).to(torch.bfloat16)
         self.copy.forward = convert_outputs_to_fp32(self.copy.forward)
+        self.loaded_step = None
 
-    def load(self, model: torch.nn.Module) -> torch.nn.Module:
-        """The copy, holding `model`'s weights rounded to bfloat16, in its training or evaluation mode."""
+    def load(self, model: torch.nn.Module, step: int | None = None) -> torch.nn.Module:
+        """The copy, holding `model`'s weights rounded to bfloat16, in its training or evaluation mode. `step`: the
+        optimizer steps taken so far, where the caller counts them; the weights are copied again only when it has
+        changed (the micro-batches of gradient accumulation train on one copy, as on one float32 model)."""
         self.copy.train(model.training)
-        with torch.no_grad():
-            for low, weight in zip(self.copy.parameters(), model.parameters(), strict=True):
-                low.copy_(weight)
+        if step is None or step != self.loaded_step:
+            with torch.no_grad():
+                for low, weight in zip(self.copy.parameters(), model.parameters(), strict=True):
+                    low.copy_(weight)
+        self.loaded_step = step
         return self.copy
 
     def add_gradients_to(self, model: torch.nn.Module):

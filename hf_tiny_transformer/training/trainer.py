@@ -42,13 +42,18 @@ class TranslationTrainer(Seq2SeqTrainer):
         super().__init__(*args, **kwargs)
         if self.args.label_smoothing_factor and self.compute_loss_func is None:
             self.compute_loss_func = LabelSmoothing(self.args.label_smoothing_factor)
+        self.bf16_weights = None
+
+    def train(self, *args, **kwargs):
         self.bf16_weights = None  # made at the first step, from the model as loaded (a resumed run's weights)
+        return super().train(*args, **kwargs)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         if not getattr(self.args, "bf16_weights", False):
             return super().training_step(model, inputs, num_items_in_batch)
         self.bf16_weights = self.bf16_weights or BFloat16Weights(self.model)
-        loss = super().training_step(self.bf16_weights.load(self.model), inputs, num_items_in_batch)
+        low = self.bf16_weights.load(self.model, self.state.global_step)  # the float32 weights change at a step only
+        loss = super().training_step(low, inputs, num_items_in_batch)
         self.bf16_weights.add_gradients_to(self.model)
         return loss
 
