@@ -8,7 +8,9 @@ import json
 import datasets
 import pytest
 import torch
+from accelerate.utils import is_compiled_module
 from safetensors import safe_open
+from torch._dynamo.utils import counters
 
 from conftest import AMX, AVX2, AVX512_BF16, ROOT, fake_cpuinfo, few_steps, run_script, sgd_arguments, tiny_model
 from hf_tiny_transformer import hardware
@@ -154,18 +156,21 @@ def test_bf16_weights_give_the_float64_gradient_to_bfloat16_accuracy_and_accumul
         torch.testing.assert_close(parameter.grad, 2 * once, rtol=0, atol=0)
 
 
-def trained_parameters(tmp_path, bf16_weights: bool, accumulation: int = 1) -> tuple[dict, dict, TranslationTrainer]:
+def trained_parameters(
+    tmp_path, bf16_weights: bool, accumulation: int = 1, **arguments
+) -> tuple[dict, dict, TranslationTrainer]:
     """Three SGD steps of TranslationTrainer on a tiny model, on bfloat16 weights or in float32, each from
-    `accumulation` batches: (before, after, the trainer)."""
+    `accumulation` batches, with Trainer's `arguments`: (before, after, the trainer)."""
     model = tiny_model(seed=1, dropout=0.0, init_std=0.02)  # the model's own initialization: logits of a real scale
     before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
     torch.manual_seed(2)
     data = [{"input_ids": torch.randint(4, 50, (6,)), "labels": torch.randint(4, 50, (5,))} for _ in range(12)]
     args = sgd_arguments(
-        tmp_path / f"run-{bf16_weights}-{accumulation}",
+        tmp_path / f"run-{bf16_weights}-{accumulation}-{len(arguments)}",
         per_device_train_batch_size=4 // accumulation,
         gradient_accumulation_steps=accumulation,
         max_steps=3,
+        **arguments,
     )
     args.bf16_weights = bf16_weights  # what TranslationTrainingArguments.train_in sets
     trainer = TranslationTrainer(model=model, args=args, train_dataset=data)
@@ -187,6 +192,20 @@ def test_bf16_weights_train_the_float32_model_as_float32_does_to_bfloat16_accura
     assert update_fp32.norm() > 0.1
     error = float((update_bf16 - update_fp32).norm() / update_fp32.norm())
     assert 1e-3 < error < 3e-2, error  # bfloat16's rounding, not float32's (0.6 % here; autocast's 0.3 %)
+
+
+def test_torch_compile_compiles_the_bfloat16_copy_that_trains(tmp_path):
+    """`--torch_compile` on bf16 weights: the copy that runs in the model's place is compiled as accelerate compiles
+    the model (here by dynamo's eager backend: the frames traced, no code generated), and trains as uncompiled."""
+    torch._dynamo.reset()
+    counters.clear()
+    _, compiled, trainer = trained_parameters(tmp_path, True, torch_compile=True, torch_compile_backend="eager")
+    assert is_compiled_module(trainer.bf16_weights.runs)
+    assert trainer.bf16_weights.runs._orig_mod is trainer.bf16_weights.copy
+    assert counters["frames"]["ok"] > 0  # the copy's forward traced (the float32 model is never called)
+    _, eager, _ = trained_parameters(tmp_path, True)
+    for name, parameter in eager.items():
+        torch.testing.assert_close(compiled[name], parameter, rtol=0, atol=0)
 
 
 def test_bf16_weights_refuse_several_processes(monkeypatch, tmp_path):

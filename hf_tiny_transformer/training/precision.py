@@ -30,6 +30,7 @@ import json
 import logging
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,13 +210,16 @@ class BFloat16Weights:
         weights.add_gradients_to(model)
     """
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, compile: Callable[[torch.nn.Module], torch.nn.Module] | None = None):
+        """`compile`: what makes the module that runs from the copy (the run's torch.compile), where one is given."""
         self.copy = copy.deepcopy(model).to(torch.bfloat16)
         self.copy.forward = convert_outputs_to_fp32(self.copy.forward)
+        self.runs = compile(self.copy) if compile else self.copy
         self.loaded_step = None
 
     def load(self, model: torch.nn.Module, step: int | None = None) -> torch.nn.Module:
-        """The copy, holding `model`'s weights rounded to bfloat16, in its training or evaluation mode. `step`: the
+        """The copy (compiled where asked), holding `model`'s weights rounded to bfloat16, in its training or
+        evaluation mode. `step`: the
         optimizer steps taken so far, where the caller counts them; the weights are copied again only when it has
         changed (the micro-batches of gradient accumulation train on one copy, as on one float32 model)."""
         self.copy.train(model.training)
@@ -224,7 +228,7 @@ class BFloat16Weights:
                 for low, weight in zip(self.copy.parameters(), model.parameters(), strict=True):
                     low.copy_(weight)
         self.loaded_step = step
-        return self.copy
+        return self.runs
 
     def add_gradients_to(self, model: torch.nn.Module):
         """The copy's gradients added to `model`'s (accumulated in float32), and cleared from the copy."""

@@ -7,7 +7,8 @@
 - Label smoothing (`--label_smoothing_factor`, the paper's 0.1) by the fused loss of `training.loss`, handed to
   Trainer as its `compute_loss_func`: the model itself, saved or loaded, always computes plain cross-entropy.
 - bf16 on bfloat16 weights (`--bf16_weights`): each training step runs forward and backward on the bfloat16 copy of
-  `training.precision.BFloat16Weights`; Trainer clips and applies the gradients to the float32 model as ever.
+  `training.precision.BFloat16Weights` (compiled as the model would be under `--torch_compile`); Trainer clips and
+  applies the gradients to the float32 model as ever.
 """
 
 import logging
@@ -15,6 +16,8 @@ import sys
 import time
 
 import datasets
+import torch
+from accelerate.utils import DynamoBackend, compile_regions
 from torch.utils.data import DataLoader
 from transformers import Seq2SeqTrainer, TrainerCallback
 
@@ -51,11 +54,20 @@ class TranslationTrainer(Seq2SeqTrainer):
     def training_step(self, model, inputs, num_items_in_batch=None):
         if not getattr(self.args, "bf16_weights", False):
             return super().training_step(model, inputs, num_items_in_batch)
-        self.bf16_weights = self.bf16_weights or BFloat16Weights(self.model)
+        self.bf16_weights = self.bf16_weights or BFloat16Weights(self.model, compile=self.compile_as_the_model)
         low = self.bf16_weights.load(self.model, self.state.global_step)  # the float32 weights change at a step only
         loss = super().training_step(low, inputs, num_items_in_batch)
         self.bf16_weights.add_gradients_to(self.model)
         return loss
+
+    def compile_as_the_model(self, module: torch.nn.Module) -> torch.nn.Module:
+        """`module` compiled as accelerate compiles the run's model (`--torch_compile` and its options), or as it is:
+        the bfloat16 copy, which runs in the model's place, where `--torch_compile` asks for it."""
+        plugin = self.accelerator.state.dynamo_plugin
+        if plugin.backend == DynamoBackend.NO:
+            return module
+        compile = compile_regions if plugin.use_regional_compilation else torch.compile
+        return compile(module, **plugin.to_kwargs())
 
     def get_train_dataloader(self) -> DataLoader:
         if not getattr(self.args, "batch_tokens", None):
