@@ -2,7 +2,7 @@
 exp(z - logsumexp) again in the backward pass) against now (one softmax pass forward, logsumexp taken from its largest
 entry, the gradient written over it in one pass), forward and backward.
 
-    python benchmarks/label_smoothing.py [--rows 1070] [--vocab 8000] [--repeats 20] [--rounds 5]
+    python benchmarks/label_smoothing.py [--rows 1070] [--vocab 8000] [--repeats 20] [--rounds 5] [--compiled]
 
 Each round times --repeats forward and backward passes of each on (rows, vocab) logits in float32 (what the loss
 reads in a float32 run and after accelerate's cast under bf16 autocast) and in bfloat16 (the two take turns, in one
@@ -10,6 +10,8 @@ process, after a warm-up, with train.py's allocator and denormal settings); prin
 over the rounds) and the largest difference of the two losses' gradients, and one JSON line; writes
 runs/speed/label_smoothing.json. 1,070 x 8,000 are the logits of an average batch of the recipes (2,048 source +
 target tokens by --batch_tokens, padding included; vocabulary 8,000): a training step computes the loss once.
+--compiled times a third: the loss's formula as plain torch operations, compiled by torch.compile (inductor, dynamic
+shapes: one compilation for every batch's rows), which fuses its passes over the logits (a C++ compiler is needed).
 """
 
 import json
@@ -60,7 +62,19 @@ def logsumexp_loss(logits: torch.Tensor, labels: torch.Tensor, epsilon: float, n
     return total / divisor
 
 
+def formula_loss(logits: torch.Tensor, labels: torch.Tensor, epsilon: float, num_items_in_batch=None):
+    """The same loss as plain operations, autograd's gradient: logits (B, T, V), labels (B, T) -> the mean token
+    loss (what torch.compile is given)."""
+    z, labels = logits.flatten(0, 1).float(), labels.flatten()  # (N, V), (N,)
+    active, targets = labels != -100, labels.clamp(min=0)
+    target_logit = z.gather(-1, targets[:, None]).squeeze(-1)  # (N,)
+    row_loss = torch.logsumexp(z, dim=-1) - (1 - epsilon) * target_logit - epsilon * z.mean(-1)
+    divisor = num_items_in_batch if num_items_in_batch is not None else active.sum()
+    return row_loss.masked_fill(~active, 0.0).sum() / divisor
+
+
 KINDS = {"before (logsumexp, exp again)": logsumexp_loss, "now (one softmax)": label_smoothed_cross_entropy}
+COMPILED = "compiled (torch.compile of the formula)"
 
 
 def parse_args(argv=None):
@@ -69,6 +83,7 @@ def parse_args(argv=None):
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--compiled", action="store_true", help="also the loss compiled by torch.compile")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "label_smoothing.json")
     args = parser.parse_args(argv)
     for flag in ("--rows", "--vocab", "--repeats", "--rounds"):
@@ -97,6 +112,8 @@ def main(argv=None) -> None:
     generator = torch.Generator().manual_seed(0)
     labels = torch.randint(0, args.vocab, (1, args.rows), generator=generator)
     labels[:, ::10] = -100  # padding
+    if args.compiled:
+        KINDS[COMPILED] = torch.compile(formula_loss, dynamic=True)
     results = {}
     for dtype in (torch.float32, torch.bfloat16):
         logits = (3 * torch.randn(1, args.rows, args.vocab, generator=generator)).to(dtype).requires_grad_()
@@ -106,11 +123,13 @@ def main(argv=None) -> None:
         for _ in range(args.rounds):
             for kind in KINDS:
                 times[kind].append(milliseconds(kind, logits, labels, args.repeats))
-        before, now = (gradient(kind, logits, labels).float() for kind in KINDS)
+        before, *others = (gradient(kind, logits, labels).float() for kind in KINDS)
         results[str(dtype).removeprefix("torch.")] = {
             "ms": {kind: statistics.median(values) for kind, values in times.items()},
             "rounds": times,
-            "largest_gradient_difference": (before - now).abs().max().item(),
+            "largest_gradient_difference": {
+                kind: (before - other).abs().max().item() for kind, other in zip(list(KINDS)[1:], others)
+            },
         }
     print(f"{describe()}\nlogits ({args.rows}, {args.vocab}), {args.repeats} passes x {args.rounds} rounds")
     print("| logits | loss | ms forward + backward | before / this |\n|---|---|---:|---:|")
@@ -119,7 +138,8 @@ def main(argv=None) -> None:
         for kind, ms in measured["ms"].items():
             print(f"| {dtype} | {kind} | {ms:.2f} | {before / ms:.2f} |")
     for dtype, measured in results.items():
-        print(f"{dtype}: the gradients differ by at most {measured['largest_gradient_difference']:.3g}")
+        for kind, difference in measured["largest_gradient_difference"].items():
+            print(f"{dtype}: {kind}'s gradient differs from the one before by at most {difference:.3g}")
     result = {"machine": describe(), "shape": [args.rows, args.vocab], "results": results}
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
     print(json.dumps({dtype: {k: round(v, 3) for k, v in m["ms"].items()} for dtype, m in results.items()}))

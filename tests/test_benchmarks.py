@@ -344,20 +344,23 @@ def test_dropout_benchmark_refuses_bad_flags_in_one_line(tmp_path):
     assert not (tmp_path / "d").exists()
 
 
-def test_label_smoothing_benchmark_times_both_losses_whose_gradients_agree(tmp_path):
-    """The loss before and now, in both dtypes, in the table with the ratio to the one before; their gradients are
-    the same function's (a loss that computed something else would show here)."""
+@pytest.mark.parametrize("compiled", [False, True])
+def test_label_smoothing_benchmark_times_the_losses_whose_gradients_agree(tmp_path, compiled):
+    """The loss before and now (and compiled, where asked), in both dtypes, in the table with the ratio to the one
+    before; their gradients are the same function's (a loss that computed something else would show here)."""
     output = tmp_path / "loss.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "label_smoothing.py"), "--rows", "30", "--vocab", "50"]
-    command += ["--repeats", "2", "--rounds", "1", "--output", str(output)]
+    command += ["--repeats", "2", "--rounds", "1", "--output", str(output)] + (["--compiled"] if compiled else [])
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     measured = json.loads(output.read_text())
     assert measured["shape"] == [30, 50]
+    others = ["now (one softmax)"] + (["compiled (torch.compile of the formula)"] if compiled else [])
     for dtype, largest in (("float32", 1e-6), ("bfloat16", 2**-8)):
         kinds = measured["results"][dtype]
-        assert list(kinds["ms"]) == ["before (logsumexp, exp again)", "now (one softmax)"]
-        assert 0 <= kinds["largest_gradient_difference"] < largest
+        assert list(kinds["ms"]) == ["before (logsumexp, exp again)", *others]
+        assert list(kinds["largest_gradient_difference"]) == others
+        assert all(0 <= difference < largest for difference in kinds["largest_gradient_difference"].values())
         before = kinds["ms"]["before (logsumexp, exp again)"]
         for kind, ms in kinds["ms"].items():
             assert f"| {dtype} | {kind} | {ms:.2f} | {before / ms:.2f} |" in result.stdout
