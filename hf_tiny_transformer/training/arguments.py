@@ -174,7 +174,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "help": "where the run trains in bf16, how: false (the default), bfloat16 autocast; true, the forward and "
             "backward passes on a bfloat16 copy of the model (no autocast: LayerNorm, softmax and the residual stream "
             "in bfloat16 too), the optimizer on the float32 weights, copied into it after every step (one process "
-            "only): faster on AMX, its cost in quality after long runs not settled (README.md, Same minutes); "
+            "only): faster on AMX, no cost in quality shown or ruled out after long runs (README.md, Same minutes); "
             "auto, the faster of the two on this run's batches where a trial times the modes (see --precision), "
             "autocast elsewhere and under several processes",
             "choices": ["auto", "true", "false"],
