@@ -219,9 +219,9 @@ class BFloat16Weights:
 
     def load(self, model: torch.nn.Module, step: int | None = None) -> torch.nn.Module:
         """The copy (compiled where asked), holding `model`'s weights rounded to bfloat16, in its training or
-        evaluation mode. `step`: the
-        optimizer steps taken so far, where the caller counts them; the weights are copied again only when it has
-        changed (the micro-batches of gradient accumulation train on one copy, as on one float32 model)."""
+        evaluation mode. `step`: the optimizer steps taken so far, where the caller counts them; the weights are
+        copied again only when it has changed (the micro-batches of gradient accumulation train on one copy, as on
+        one float32 model)."""
         self.copy.train(model.training)
         if step is None or step != self.loaded_step:
             with torch.no_grad():
