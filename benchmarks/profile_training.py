@@ -12,9 +12,14 @@ the model instead of under autocast, train.py's `--bf16_weights true`), on one b
 kernel cache, denormals flushed). Each precision is warmed up, then profiled over --steps steps, with the attention
 implementation given for it in the same order (default: sdpa for fp32, eager for both ways of bf16, what `--precision
 auto` chooses on this project's bf16 CPUs).
-Prints, per precision, the step time, the share and the milliseconds a step of each kind of operator (dropout's
-random masks, matrix multiplies, attention, softmax and the loss, LayerNorm, casts between dtypes, the optimizer,
-the rest) and the slowest operators, and one JSON line; writes runs/speed/profile_training.json. On a CPU without
+Before profiling, the same steps are timed without the profiler, phase by phase (weights in: the bfloat16 copy's
+weights from the float32 model; forward, the outputs' cast included; loss; backward; gradients out: the copy's
+gradients added to the float32 model's; clipping; optimizer): the profiler adds a cost to every operator, which
+inflates the small ones, so the phases are the truer split of a step's time, the kinds of operator the finer one.
+Prints, per precision, the step time with and without the profiler, the milliseconds a step of each phase, the share
+and the milliseconds a step of each kind of operator (dropout's random masks, matrix multiplies, attention, softmax
+and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one JSON
+line; writes runs/speed/profile_training.json. On a CPU without
 bfloat16 instructions the bf16 rows show the emulation's cost. --threads N profiles on N of torch's threads
 (default: torch's own choice, one a core): run it with 1 and with 2 to see which kinds gain from a second core.
 """
@@ -22,6 +27,7 @@ bfloat16 instructions the bf16 rows show the emulation's cost. --threads N profi
 import json
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -54,6 +60,20 @@ def kind_of(name: str) -> str:
     return next((kind for kind, fragments in KINDS if any(fragment in name for fragment in fragments)), "other")
 
 
+class PhaseClock:
+    """Milliseconds spent in each phase of ModeRun's steps, summed over them: called with a phase's name as it ends
+    (training.precision.ModeRun.steps)."""
+
+    def __init__(self):
+        self.milliseconds: dict[str, float] = defaultdict(float)
+        self.last = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.milliseconds[phase] += (now - self.last) * 1000
+        self.last = now
+
+
 def batch(model, batch_tokens: int, pair_length: int = 9) -> dict[str, torch.Tensor]:
     """A batch of the size --batch_tokens makes for pairs of `pair_length` source and target tokens, with the
     decoder's inputs made from the labels as the run's collator makes them."""
@@ -77,6 +97,8 @@ def profile_precision(precision: str, attention: str, training_args, args) -> di
     runner = ModeRun(model, mode, training_args, torch.device("cpu"))
     inputs = batch(model, args.batch_tokens)
     runner.steps([inputs] * args.warmup)
+    clock = PhaseClock()
+    unprofiled = runner.steps([inputs] * args.steps, clock) / args.steps
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         seconds = runner.steps([inputs] * args.steps) / args.steps
     events = [event for event in profiler.key_averages() if event.self_cpu_time_total > 0]
@@ -91,6 +113,8 @@ def profile_precision(precision: str, attention: str, training_args, args) -> di
         "attention": attention,
         "seconds_per_step": seconds,
         "tokens_per_second": tokens / seconds,
+        "seconds_per_step_unprofiled": unprofiled,
+        "phases": {phase: total / args.steps for phase, total in clock.milliseconds.items()},
         "shares": shares,
         "milliseconds": {kind: share * total / 1000 / args.steps for kind, share in shares.items()},
         "slowest": [(event.key, event.self_cpu_time_total / total) for event in slowest],
@@ -134,8 +158,12 @@ def main(argv=None) -> None:
     for precision, result in results.items():
         print(
             f"\n{precision} ({result['attention']}): {result['seconds_per_step'] * 1000:.0f} ms a step, "
-            f"{result['tokens_per_second']:,.0f} tokens/s"
+            f"{result['tokens_per_second']:,.0f} tokens/s; without the profiler "
+            f"{result['seconds_per_step_unprofiled'] * 1000:.0f} ms a step"
         )
+        print("| phase, without the profiler | ms a step |\n|---|---:|")
+        for phase, milliseconds in result["phases"].items():
+            print(f"| {phase} | {milliseconds:.1f} |")
         print("| kind | share of operator time | ms a step |\n|---|---:|---:|")
         for kind, share in result["shares"].items():
             print(f"| {kind} | {share:.1%} | {result['milliseconds'][kind]:.1f} |")

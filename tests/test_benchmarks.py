@@ -190,8 +190,9 @@ def test_training_modes_benchmark_refuses_a_missing_tokenizer(tmp_path):
 
 
 def test_the_profile_runs_on_the_threads_asked_and_its_kinds_add_up(tmp_path):
-    """One float32 step of a small batch on one thread: the kinds' shares make the whole, their milliseconds are
-    the shares of the profiled operator time, and the table prints both."""
+    """One float32 step and one on bfloat16 weights, of a small batch on one thread: the kinds' shares make the
+    whole, their milliseconds are the shares of the profiled operator time, and the table prints both; the phases,
+    timed without the profiler, come in the step's order and add up to the step."""
     output = tmp_path / "profile.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "profile_training.py"), "--steps", "1", "--warmup", "1"]
     command += ["--batch_tokens", "64", "--threads", "1", "--precision", "fp32", "bf16_weights"]
@@ -209,6 +210,13 @@ def test_the_profile_runs_on_the_threads_asked_and_its_kinds_add_up(tmp_path):
         for kind, share in shares.items():
             assert abs(milliseconds[kind] - share * total) < 1e-6
             assert f"| {kind} | {share:.1%} | {milliseconds[kind]:.1f} |" in result.stdout
+        phases, step = profile["phases"], profile["seconds_per_step_unprofiled"] * 1000
+        names = ["weights in", "forward", "loss", "backward", "gradients out", "clipping", "optimizer"]
+        assert list(phases) == names  # the recipe smooths its labels: forward and loss apart
+        assert abs(sum(phases.values()) - step) < max(1.0, 0.02 * step)
+        assert f"without the profiler {step:.0f} ms a step" in result.stdout
+        for phase, milliseconds in phases.items():
+            assert f"| {phase} | {milliseconds:.1f} |" in result.stdout
 
 
 def test_the_profile_refuses_bad_flags_in_one_line_before_any_work(tmp_path):

@@ -262,23 +262,35 @@ class ModeRun:
         self.max_grad_norm = training_args.max_grad_norm
         self.device = device
 
-    def steps(self, batches: list[dict]) -> float:
-        """Seconds to train one step on each batch."""
+    def steps(self, batches: list[dict], phase_ended: Callable[[str], None] | None = None) -> float:
+        """Seconds to train one step on each batch. `phase_ended`, where given, is called with each phase's name as
+        it ends ("weights in", "forward", "loss", "backward", "gradients out", "clipping", "optimizer"; without label
+        smoothing the model computes its loss in its forward pass, one phase: "loss"), for a benchmark to time them
+        on the CPU (benchmarks/profile_training.py)."""
+        phase_ended = phase_ended or (lambda phase: None)
         start = time.perf_counter()
         for batch in batches:
             forward = self.bf16_weights.load(self.model) if self.bf16_weights else self.forward
+            phase_ended("weights in")
             if self.epsilon:  # TranslationTrainer's loss: label smoothing from the logits
                 inputs = {name: tensor for name, tensor in batch.items() if name != "labels"}
-                loss = label_smoothed_cross_entropy(forward(**inputs).logits, batch["labels"], self.epsilon)
+                logits = forward(**inputs).logits
+                phase_ended("forward")
+                loss = label_smoothed_cross_entropy(logits, batch["labels"], self.epsilon)
             else:
                 loss = forward(**batch).loss
+            phase_ended("loss")
             loss.backward()
+            phase_ended("backward")
             if self.bf16_weights:
                 self.bf16_weights.add_gradients_to(self.model)
+            phase_ended("gradients out")
             if self.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+            phase_ended("clipping")
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
+            phase_ended("optimizer")
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
