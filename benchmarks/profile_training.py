@@ -19,9 +19,9 @@ inflates the small ones, so the phases are the truer split of a step's time, the
 Prints, per precision, the step time with and without the profiler, the milliseconds a step of each phase, the share
 and the milliseconds a step of each kind of operator (dropout's random masks, matrix multiplies, attention, softmax
 and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one JSON
-line; writes runs/speed/profile_training.json. On a CPU without
-bfloat16 instructions the bf16 rows show the emulation's cost. --threads N profiles on N of torch's threads
-(default: torch's own choice, one a core): run it with 1 and with 2 to see which kinds gain from a second core.
+line; writes runs/speed/profile_training.json. On a CPU without bfloat16 instructions the bf16 rows show the
+emulation's cost. --threads N profiles on N of torch's threads (default: torch's own choice, one a core): run it
+with 1 and with 2 to see which kinds gain from a second core.
 """
 
 import json
