@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
+from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape, shape_names
 from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
@@ -127,7 +127,7 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch_tokens", type=int, default=2048)
-    parser.add_argument("--shape", default="tiny")
+    parser.add_argument("--shape", default="tiny", choices=shape_names())
     parser.add_argument(
         "--precision", nargs="+", default=["fp32", "bf16", "bf16_weights"], choices=["fp32", "bf16", "bf16_weights"]
     )

@@ -225,6 +225,7 @@ def test_the_profile_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
         ("--precision", "fp32"): "give --attn_implementation one implementation for each --precision",
         ("--steps", "0"): "--steps must be at least 1, got 0",
         ("--recipe", str(tmp_path / "nope.json")): f"--recipe {tmp_path / 'nope.json'} does not exist",
+        ("--shape", "nope"): "argument --shape: invalid choice: 'nope' (choose from 'paper-base', 'tiny')",
         ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
     }
     for flags, message in cases.items():
