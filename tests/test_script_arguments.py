@@ -33,6 +33,7 @@ def workspace(tmp_path_factory, tokenizer):
     (data / "array.jsonl").write_text("[1, 2]\n")
     (data / "no_ja.jsonl").write_text('{"translation": {"en": "a"}}\n')
     (data / "flags_array.json").write_text("[1, 2]")
+    (data / "flags_empty.json").write_text("\n")
     (data / "flags_broken.json").write_text("{ not json")
     (data / "unknown_flag.json").write_text('{"learnin_rate": 0.1}')
     model = tiny_model(vocab_size=len(tokenizer))
@@ -194,6 +195,10 @@ def test_train_py(workspace, case):
         ("nothing.json", "recipe {root}/data/nothing.json does not exist"),
         ("flags_array.json", "must hold a JSON object"),
         ("flags_broken.json", "is not valid JSON (line 1"),
+        (
+            "flags_empty.json",
+            'flags_empty.json is empty; pass a file with a JSON object of flags ({{"flag": value, ...}})',
+        ),
         ("unknown_flag.json", "learnin_rate is not a flag of train.py"),
     ],
 )

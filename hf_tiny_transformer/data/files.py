@@ -23,13 +23,14 @@ def text_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def read_lines(path: str | os.PathLike, what: str = "file") -> list[str]:
-    """The lines of a UTF-8 text file (`what` names it in errors, e.g. "--source_file")."""
+def read_lines(path: str | os.PathLike, what: str = "file", holding: str = "one sentence per line") -> list[str]:
+    """The lines of a UTF-8 text file (`what` names it in errors, e.g. "--source_file"; `holding`, what it should
+    hold, in the fix they give)."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{what} {path} does not exist; check the path")
     if not path.is_file():
-        raise UsageError(f"{what} {path} is not a file; pass a text file with one sentence per line")
+        raise UsageError(f"{what} {path} is not a file; pass a text file with {holding}")
     try:
         text = path.read_bytes().decode("utf-8")  # no newline translation: a lone "\r" ends no line
     except UnicodeDecodeError as error:
@@ -41,7 +42,7 @@ def read_lines(path: str | os.PathLike, what: str = "file") -> list[str]:
         raise UsageError(f"{what} {path} cannot be read: {error.strerror}") from None
     lines = text_lines(text)
     if not any(line.strip() for line in lines):
-        raise UsageError(f"{what} {path} is empty; pass a file with one sentence per line")
+        raise UsageError(f"{what} {path} is empty; pass a file with {holding}")
     return lines
 
 
@@ -60,7 +61,7 @@ def read_aligned(
 
 def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     """A JSON file holding one object."""
-    text = "\n".join(read_lines(path, what))
+    text = "\n".join(read_lines(path, what, holding='a JSON object of flags ({"flag": value, ...})'))
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
