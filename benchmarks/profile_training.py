@@ -21,7 +21,9 @@ and the milliseconds a step of each kind of operator (dropout's random masks, ma
 and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one JSON
 line; writes runs/speed/profile_training.json. On a CPU without bfloat16 instructions the bf16 rows show the
 emulation's cost. --threads N profiles on N of torch's threads (default: torch's own choice, one a core): run it
-with 1 and with 2 to see which kinds gain from a second core.
+with 1 and with 2 to see which kinds gain from a second core. With --batch_tokens 36 (two pairs) a step does almost
+no work: what is left is its fixed cost (the optimizer and clipping on every weight, each operator's launch, the
+bfloat16 casts or copies of the weights), which a larger batch does not grow.
 """
 
 import json
@@ -44,6 +46,7 @@ from hf_tiny_transformer.training.arguments import parse_arguments
 from hf_tiny_transformer.training.precision import Mode, ModeRun
 
 ROOT = Path(__file__).resolve().parents[1]
+PAIR_LENGTH = 9  # source and target tokens of each pair in the batch: the corpus's average
 # Operator name fragments -> kind (the first that matches).
 KINDS = (
     ("dropout", ("bernoulli", "dropout", "random_")),
@@ -74,12 +77,12 @@ class PhaseClock:
         self.last = now
 
 
-def batch(model, batch_tokens: int, pair_length: int = 9) -> dict[str, torch.Tensor]:
-    """A batch of the size --batch_tokens makes for pairs of `pair_length` source and target tokens, with the
+def batch(model, batch_tokens: int) -> dict[str, torch.Tensor]:
+    """A batch of the size --batch_tokens makes for pairs of PAIR_LENGTH source and target tokens, with the
     decoder's inputs made from the labels as the run's collator makes them."""
-    pairs = batch_tokens // (2 * pair_length)
+    pairs = batch_tokens // (2 * PAIR_LENGTH)
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(4, model.config.vocab_size, (2, pairs, pair_length), generator=generator)
+    ids = torch.randint(4, model.config.vocab_size, (2, pairs, PAIR_LENGTH), generator=generator)
     return {
         "input_ids": ids[0],
         "attention_mask": torch.ones_like(ids[0]),
@@ -138,8 +141,9 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, help="torch's threads; default: torch's choice")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "profile_training.json")
     args = parser.parse_args(argv)
-    for flag in ("--steps", "--warmup", "--batch_tokens", "--threads"):  # --threads: None when not given
+    for flag in ("--steps", "--warmup", "--threads"):  # --threads: None when not given
         at_least(flag, getattr(args, flag[2:]), 1)
+    at_least("--batch_tokens", args.batch_tokens, 2 * PAIR_LENGTH)  # one pair
     if len(args.attn_implementation) != len(args.precision):
         raise UsageError("give --attn_implementation one implementation for each --precision, in the same order")
     read_json_object(args.recipe, "--recipe")

@@ -224,6 +224,7 @@ def test_the_profile_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
         ("--threads", "0"): "--threads must be at least 1, got 0",
         ("--precision", "fp32"): "give --attn_implementation one implementation for each --precision",
         ("--steps", "0"): "--steps must be at least 1, got 0",
+        ("--batch_tokens", "17"): "--batch_tokens must be at least 18, got 17",  # not one pair of 9 + 9 tokens
         ("--recipe", str(tmp_path / "nope.json")): f"--recipe {tmp_path / 'nope.json'} does not exist",
         ("--shape", "nope"): "argument --shape: invalid choice: 'nope' (choose from 'paper-base', 'tiny')",
         ("--output", str(tmp_path)): f"--output {tmp_path} is a folder; pass a file name",
