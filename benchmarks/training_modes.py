@@ -7,13 +7,16 @@ default, on the real corpus, in source tokens a second without padding.
 Every run is a fresh `training/train.py` process with the recipe, less its time budget, checkpoints, averaging and
 test translation, for --max_steps steps; Trainer counts the source tokens it trains on without padding
 (`--include_num_input_tokens_seen non_padding`), divided by its training time. The modes take turns for --rounds
-rounds; medians. --modes times some of them (the recommended mode always: the table's ratios are to it). A short
+rounds; medians. --modes times some of them (the recommended mode always: the table's ratios are to it; the
+tcmalloc modes only when named). A short
 run understates bfloat16: its first steps compile oneDNN's kernels for each new batch shape (158 an epoch on the
 ja-en recipe), which float32 does not; on the AMX CPU bf16 was 1.16x float32 over the first 100 steps and 1.37x after
 (benchmarks/README.md), so compare precisions there over several hundred steps (--max_steps 1000).
 - ours, recommended: the recipe as it is (batches of --batch_tokens tokens, the fused label-smoothed loss, train.py's
   allocator setting, --precision auto: bfloat16 where the hardware has it);
 - ours, float32: the same with --precision fp32 (on a CPU without bfloat16 instructions, the same as the above);
+- ours, tcmalloc / ours, float32, tcmalloc: the two above on gperftools' tcmalloc (LD_PRELOAD), as make runs
+  train.py where it is installed (hardware.tcmalloc_library; with glibc's allocator a bf16 step slows as a run goes);
 - ours, bf16 weights: the recommended mode with --bf16_weights true (where the trial chooses bf16, the forward and
   backward passes run on a bfloat16 copy of the model instead of under autocast);
 - Marian, the same flags: the recommended mode with `--architecture marian`;
@@ -35,15 +38,20 @@ from pathlib import Path
 from hf_tiny_transformer.commands.shared import check_report, check_saved_tokenizer, run
 from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
+from hf_tiny_transformer.hardware import INSTALL_TCMALLOC, tcmalloc_library
 from hf_tiny_transformer.saving import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 # glibc's own default thresholds, set by hand: train.py then leaves the allocator as it is
 DEFAULT_ALLOCATOR = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072"}
+TCMALLOC = tcmalloc_library()
+ON_TCMALLOC = {"LD_PRELOAD": TCMALLOC or ""}  # as make runs train.py where tcmalloc is installed
 RECOMMENDED = "ours, recommended"
 MODES = {  # flags replacing the recipe's (None: the flag removed), environment
     RECOMMENDED: ({}, {}),
     "ours, float32": ({"precision": "fp32"}, {}),
+    "ours, tcmalloc": ({}, ON_TCMALLOC),
+    "ours, float32, tcmalloc": ({"precision": "fp32"}, ON_TCMALLOC),
     "ours, bf16 weights": ({"bf16_weights": "true"}, {}),
     "Marian, the same flags": ({"architecture": "marian"}, {}),
     "Marian, Trainer's defaults": (
@@ -81,8 +89,8 @@ def parse_args(argv=None):
         "--modes",
         nargs="+",
         choices=list(MODES),
-        default=list(MODES),
-        help="default: all; ours, recommended is always timed",
+        default=[mode for mode in MODES if MODES[mode][1] is not ON_TCMALLOC],
+        help="default: all but the tcmalloc ones; ours, recommended is always timed",
     )
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "training_modes.json")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags for train.py (put it last)")
@@ -90,6 +98,8 @@ def parse_args(argv=None):
     at_least("--max_steps", args.max_steps, 1)
     at_least("--rounds", args.rounds, 1)
     args.modes = [mode for mode in MODES if mode == RECOMMENDED or mode in args.modes]  # the table's order
+    if not TCMALLOC and any(MODES[mode][1] is ON_TCMALLOC for mode in args.modes):
+        raise UsageError(f"the tcmalloc modes need tcmalloc: {INSTALL_TCMALLOC}, or leave them out of --modes")
     check_saved_tokenizer(args.tokenizer)
     check_report(args.output)
     return args

@@ -11,11 +11,13 @@ was 2.1x faster than float32 at batch 1 and 1.4x at batch 32 on that AVX2-only C
 """
 
 import ctypes
+import ctypes.util
 import logging
 import os
 import platform
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -213,6 +215,47 @@ def keep_freed_memory() -> bool:
     except (AttributeError, OSError):
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, INT_MAX)) and bool(mallopt(M_TRIM_THRESHOLD, INT_MAX))
+
+
+# gperftools' tcmalloc, its light build first: the libraries `ldconfig` names, e.g. libtcmalloc_minimal.so.4.
+TCMALLOC_LIBRARIES = ("tcmalloc_minimal", "tcmalloc")
+PROCESS_MAPS = "/proc/self/maps"
+# Allocators a process can be started with (LD_PRELOAD), by the name their library's file starts with.
+PRELOADED_ALLOCATORS = ("tcmalloc", "jemalloc", "mimalloc")
+INSTALL_TCMALLOC = "install gperftools' tcmalloc (Debian, Ubuntu: apt-get install libtcmalloc-minimal4)"
+
+
+def tcmalloc_library() -> str | None:
+    """The installed tcmalloc library's name, for LD_PRELOAD (e.g. libtcmalloc_minimal.so.4), or None."""
+    return next(filter(None, map(ctypes.util.find_library, TCMALLOC_LIBRARIES)), None)
+
+
+def memory_allocator() -> str:
+    """The allocator behind this process's malloc: "tcmalloc", "jemalloc" or "mimalloc" where the process was
+    started with it (LD_PRELOAD, or linked in), "glibc" on other Linux processes, "the system's" elsewhere (no
+    PROCESS_MAPS: the libraries mapped into this process)."""
+    try:
+        with open(PROCESS_MAPS, encoding="utf-8", errors="replace") as lines:
+            files = {Path(line.split()[-1]).name for line in lines if "/" in line}
+    except OSError:
+        return "the system's"
+    loaded = (name for name in PRELOADED_ALLOCATORS if any(file.startswith(f"lib{name}") for file in files))
+    return next(loaded, "glibc")
+
+
+def allocator_advice(precision: str, native: bool, device: str, allocator: str, library: str | None) -> str | None:
+    """What to do where bfloat16 training on a CPU with bfloat16 instructions (`native`) runs on glibc's allocator,
+    None elsewhere. Batches by tokens bring new shapes, and oneDNN keeps the bfloat16 kernels made for each, with
+    their memory, among the steps' own buffers: glibc's heap fragments, and a bf16 step slows as the run goes (a
+    fifth by a few hundred steps on the AMX CPU; float32 makes no such kernels). tcmalloc keeps the step as fast as
+    at the start (benchmarks/README.md)."""
+    if precision != "bf16" or not native or device != "cpu" or allocator != "glibc":
+        return None
+    start = f"run with LD_PRELOAD={library}" if library else f"{INSTALL_TCMALLOC} and run with LD_PRELOAD set to it"
+    return (
+        f"bf16 on this CPU trains about a fifth slower with glibc's allocator than with tcmalloc: {start} "
+        "(make train-* and make demo do where it is installed)"
+    )
 
 
 ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"

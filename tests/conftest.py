@@ -177,6 +177,23 @@ def fake_cpuinfo(folder: Path, flags: frozenset[str], model: str = "Intel(R) Xeo
     return path
 
 
+def fake_process_maps(folder: Path, *preloaded: str) -> Path:
+    """A /proc/self/maps of a python process on glibc, with these library files preloaded too, for
+    `hardware.PROCESS_MAPS` (what the memory allocator's detection reads)."""
+    files = [
+        *preloaded,
+        "/usr/bin/python3.11",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+    ]
+    lines = [
+        f"7f00000{i:02d}000-7f00000{i:02d}fff r-xp 00000000 08:01 {100 + i} {file}" for i, file in enumerate(files)
+    ]
+    path = folder / "maps"
+    path.write_text("\n".join([*lines, "7ffd000-7ffe000 rw-p 00000000 00:00 0 [stack]"]) + "\n")
+    return path
+
+
 # `python -c FAKED_CPU cpuinfo script args...`: the script run as __main__ on a machine whose /proc/cpuinfo is the
 # given file: the detection is faked where the command starts, and everything after it runs as it would there.
 FAKED_CPU = (

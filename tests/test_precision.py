@@ -12,7 +12,18 @@ from accelerate.utils import is_compiled_module
 from safetensors import safe_open
 from torch._dynamo.utils import counters
 
-from conftest import AMX, AVX2, AVX512_BF16, ROOT, fake_cpuinfo, few_steps, run_script, sgd_arguments, tiny_model
+from conftest import (
+    AMX,
+    AVX2,
+    AVX512_BF16,
+    ROOT,
+    fake_cpuinfo,
+    fake_process_maps,
+    few_steps,
+    run_script,
+    sgd_arguments,
+    tiny_model,
+)
 from hf_tiny_transformer import hardware
 from hf_tiny_transformer.errors import UsageError
 from hf_tiny_transformer.hardware import Choice
@@ -310,7 +321,8 @@ def test_auto_on_a_bf16_cpu_times_the_modes_and_trains_in_the_fastest(demo_files
     )
     assert metrics["precision_reason"].endswith(f"); {evidence.removeprefix('bf16: ')}")
     weights = "; bfloat16 weights, float32 master weights" if metrics["bf16_weights"] else ""
-    assert f"precision {metrics['precision_reason']}; {metrics['attention']} attention{weights}\n" in result.stderr
+    logged = f"precision {metrics['precision_reason']}; {metrics['attention']} attention{weights}; memory allocator: "
+    assert f"{logged}{metrics['memory_allocator']}\n" in result.stderr
     card = (out / "hub" / "README.md").read_text()
     assert f"- Precision: {metrics['precision_reason']}; {metrics['attention']} attention{weights}; denormals" in card
 
@@ -373,3 +385,40 @@ def test_bf16_weights_train_as_a_user_runs_them(demo_files, tmp_path):
     for folder in (out / "checkpoint-2", out / "hub"):
         with safe_open(folder / "model.safetensors", "pt") as saved:
             assert {saved.get_tensor(name).dtype for name in saved.keys()} == {torch.float32}
+
+
+INSTALL_AND_PRELOAD = (
+    "bf16 on this CPU trains about a fifth slower with glibc's allocator than with tcmalloc: install gperftools' "
+    "tcmalloc (Debian, Ubuntu: apt-get install libtcmalloc-minimal4) and run with LD_PRELOAD set to it (make "
+    "train-* and make demo do where it is installed)"
+)
+
+
+@pytest.mark.parametrize(
+    "name, flags, preloaded, allocator, advice",
+    [
+        ("amx", ["--precision", "bf16"], [], "glibc", INSTALL_AND_PRELOAD),
+        ("amx", ["--precision", "bf16"], ["/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"], "tcmalloc", None),
+        ("avx2", [], [], "glibc", None),  # auto: float32
+        ("avx2", ["--precision", "bf16"], [], "glibc", None),  # bf16 emulated: not what the advice measured
+    ],
+    ids=["amx-glibc", "amx-tcmalloc", "avx2-auto", "avx2-bf16"],
+)
+def test_the_run_names_its_allocator_and_advises_tcmalloc_where_bf16_runs_on_glibc(
+    demo_files, tmp_path, monkeypatch, name, flags, preloaded, allocator, advice
+):
+    """train.py as on each machine, the CPU's flags and the process's libraries faked where the command starts
+    (hardware.CPUINFO, hardware.PROCESS_MAPS; no tcmalloc installed): the allocator in the log, metrics.json and the
+    card, and the advice only where bf16 runs natively on glibc's allocator."""
+    monkeypatch.setattr(hardware, "PROCESS_MAPS", str(fake_process_maps(tmp_path, *preloaded)))
+    monkeypatch.setattr(hardware, "TCMALLOC_LIBRARIES", ("no_such_library_on_any_machine",))
+    out = tmp_path / "run"
+    cpuinfo = fake_cpuinfo(tmp_path, ON_THE_CPU[name][0])
+    result = run_script("train.py", *small_run(demo_files, out, *flags), cpuinfo=cpuinfo, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["memory_allocator"] == allocator
+    assert f"attention; memory allocator: {allocator}\n" in result.stderr
+    assert (advice in result.stderr) if advice else ("slower with glibc's allocator" not in result.stderr)
+    card = (out / "hub" / "README.md").read_text()
+    assert f" minutes on {metrics['machine']}; memory allocator: {allocator}\n" in card

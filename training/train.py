@@ -36,7 +36,15 @@ from hf_tiny_transformer.data.sources import load_pairs  # noqa: E402
 from hf_tiny_transformer.data.tokenizer import lowercases, train_tokenizer  # noqa: E402
 from hf_tiny_transformer.errors import UsageError, about, first_line  # noqa: E402
 from hf_tiny_transformer.evaluation import scores  # noqa: E402
-from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels, keep_freed_memory  # noqa: E402
+from hf_tiny_transformer.hardware import (  # noqa: E402
+    allocator_advice,
+    describe,
+    flush_denormals,
+    keep_compiled_kernels,
+    keep_freed_memory,
+    memory_allocator,
+    tcmalloc_library,
+)
 from hf_tiny_transformer.loading import load_model_folder  # noqa: E402
 from hf_tiny_transformer.marian import marian_of_the_same_shape  # noqa: E402
 from hf_tiny_transformer.training.arguments import parse_arguments  # noqa: E402
@@ -139,11 +147,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     training_args.train_in(chosen(trial, training_args.precision_choice), trial.best.weights)
     model.set_attn_implementation(trial.best.attention)
+    allocator = memory_allocator()
     logger.info(
-        "machine: %s; precision %s",
+        "machine: %s; precision %s; memory allocator: %s",
         describe(),
         describe_mode(training_args.precision_choice.reason, trial.best.attention, training_args.bf16_weights),
+        allocator,
     )
+    advice = allocator_advice(
+        training_args.precision_choice.precision,
+        training_args.bf16_native,
+        training_args.device.type,
+        allocator,
+        tcmalloc_library(),
+    )
+    if advice:
+        logger.warning(advice)
 
     # Training, to the time budget when the recipe has one.
     trainer = TranslationTrainer(
@@ -169,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         "precision_trial_seconds_per_step": trial.seconds_per_step,
         "flush_denormal": training_args.flush_denormal,
         "machine": describe(),
+        "memory_allocator": allocator,
     }
     if budget:
         metrics.update(time_budget_minutes=training_args.time_budget_minutes, seconds_per_step=budget.seconds_per_step)

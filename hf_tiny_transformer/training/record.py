@@ -65,7 +65,8 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
     )
     config = model.config
     lines = {
-        "Steps": f"{metrics['train_steps']} in {metrics['train_runtime_s'] / 60:.1f} minutes on {metrics['machine']}",
+        "Steps": f"{metrics['train_steps']} in {metrics['train_runtime_s'] / 60:.1f} minutes on {metrics['machine']}"
+        + (f"; memory allocator: {metrics['memory_allocator']}" if metrics.get("memory_allocator") else ""),
         "Batches": batches,
         "Optimizer": f"Adam (beta1 {args.adam_beta1}, beta2 {args.adam_beta2}, epsilon {args.adam_epsilon}), peak "
         f"learning rate {args.learning_rate}, {getattr(args.lr_scheduler_type, 'value', args.lr_scheduler_type)} "
