@@ -23,7 +23,8 @@ ja-en recipe), which float32 does not; on the AMX CPU bf16 was 1.16x float32 ove
 - Marian, Trainer's defaults: `--architecture marian`, float32, batches of 64 pairs in Trainer's random order
   (`--train_sampling_strategy random`), glibc's default allocator (its default thresholds in GLIBC_TUNABLES, which
   train.py then leaves as they are).
-Prints a table and one JSON line; writes runs/speed/training_modes.json.
+Prints a table (with the memory allocator each mode's runs recorded) and one JSON line; writes
+runs/speed/training_modes.json.
 """
 
 import argparse
@@ -149,12 +150,14 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     recipe = read_json_object(args.recipe, "--recipe")
     speeds = {mode: [] for mode in args.modes}
+    allocators = {mode: set() for mode in args.modes}  # what each mode's runs recorded they ran on
     chosen = []
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(args.rounds):
             for mode in args.modes:
                 value, metrics = tokens_per_second(recipe, mode, args, Path(folder))
                 speeds[mode].append(value)
+                allocators[mode].add(metrics["memory_allocator"])
                 if mode == RECOMMENDED:
                     weights = " weights" if metrics["bf16_weights"] else ""
                     chosen.append(f"{metrics['precision']}{weights} ({metrics['attention']})")
@@ -162,15 +165,16 @@ def main(argv=None) -> None:
     recommended = medians[RECOMMENDED]
     print(f"{Path(args.recipe).name}, {args.max_steps} steps a run, {args.rounds} rounds")
     print(f"{RECOMMENDED} trained in: {', '.join(chosen)} (the trial's choice in each round)")
-    print("| mode | source tokens/s (no padding) | ours, recommended / this |\n|---|---:|---:|")
+    print("| mode | memory allocator | source tokens/s (no padding) | ours, recommended / this |\n|---|---|---:|---:|")
     for mode, value in medians.items():
-        print(f"| {mode} | {value:,.0f} | {recommended / value:.2f} |")
+        print(f"| {mode} | {', '.join(sorted(allocators[mode]))} | {value:,.0f} | {recommended / value:.2f} |")
     result = {
         "recipe": Path(args.recipe).name,
         "max_steps": args.max_steps,
         "recommended_trained_in": chosen,
         "speeds": speeds,
         "medians": medians,
+        "memory_allocators": {mode: sorted(names) for mode, names in allocators.items()},
     }
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
     print(json.dumps({mode: round(recommended / value, 2) for mode, value in medians.items()}))

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import SMALL_MODEL, assert_one_line_error, run_script, tiny_model
+from hf_tiny_transformer import hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "speed_vs_marian.py"
@@ -169,6 +170,8 @@ def test_training_modes_benchmark_runs_every_mode(demo_files, tmp_path):
     assert all(len(values) == 1 and values[0] > 0 for values in speeds.values())
     recommended = speeds["ours, recommended"][0]
     assert ratios == {mode: round(recommended / values[0], 2) for mode, values in speeds.items()}  # what it measured
+    here = hardware.memory_allocator()  # glibc's, unless pytest itself runs with one preloaded, which runs inherit
+    assert json.loads(output.read_text())["memory_allocators"] == {mode: [here] for mode in ratios}
     [trained_in] = json.loads(output.read_text())["recommended_trained_in"]
     assert trained_in in ("fp32 (sdpa)", "bf16 (sdpa)", "bf16 (eager)")  # the trial's choice, which the CPU decides
     assert f"ours, recommended trained in: {trained_in} (the trial's choice in each round)" in result.stdout
@@ -178,6 +181,20 @@ def test_training_modes_benchmark_runs_every_mode(demo_files, tmp_path):
     result = subprocess.run(subset, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     assert list(json.loads(output.read_text())["speeds"]) == ["ours, recommended", "Marian, the same flags"]
+
+
+def test_training_modes_benchmark_refuses_the_tcmalloc_modes_where_it_is_not_installed(tmp_path, monkeypatch):
+    monkeypatch.setattr(hardware, "TCMALLOC_LIBRARIES", ("no_such_library_on_any_machine",))  # as on a machine without
+    for modes in (["ours, tcmalloc"], ["ours, float32", "ours, float32, tcmalloc"]):
+        result = run_script(
+            "training_modes.py", "--modes", *modes, "--output", str(tmp_path / "m.json"), folder="benchmarks"
+        )
+        assert_one_line_error(
+            result,
+            "training_modes.py: the tcmalloc modes need tcmalloc: install gperftools' tcmalloc (Debian, Ubuntu: "
+            "apt-get install libtcmalloc-minimal4), or leave them out of --modes",
+        )
+    assert not (tmp_path / "m.json").exists()
 
 
 def test_training_modes_benchmark_refuses_a_missing_tokenizer(tmp_path):
