@@ -324,8 +324,11 @@ def test_a_process_started_with_tcmalloc_is_told_apart_from_one_on_glibc():
 
 
 def make_train_line(target: str, *variables: str) -> str:
-    """The command `make -n target` would train with (the line that runs training/train.py)."""
-    result = subprocess.run(["make", "-n", target, *variables], capture_output=True, text=True, cwd=ROOT, check=True)
+    """The command `make -n target` would train with (the line that runs training/train.py), as a make run from a
+    shell would (none of the variables of a `make test` that runs this suite)."""
+    shell = {name: value for name, value in os.environ.items() if name not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    command = ["make", "-n", target, *variables]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True, env=shell)
     return next(line for line in result.stdout.splitlines() if "training/train.py" in line)
 
 
