@@ -10,9 +10,9 @@ TORCH_INDEX ?=
 CORPUS_DIR ?= ../shared/data/small_parallel_enja
 TRAIN_FLAGS ?=
 # Training runs on gperftools' tcmalloc where the machine has it (Debian, Ubuntu: apt-get install
-# libtcmalloc-minimal4): with glibc's allocator a bf16 step on a CPU slows as the run goes (over 1,000 en-ja steps
-# on the AMX CPU bf16 trained 1.41x float32's tokens a second on glibc's, 1.70x on tcmalloc: benchmarks/README.md).
-# Found as hardware.tcmalloc_library finds it; make ... TCMALLOC= trains on glibc's.
+# libtcmalloc-minimal4): with glibc's allocator a bf16 step on a CPU slows as the run goes (over 1,000 en-ja
+# steps on the AMX CPU bf16 trained 1.40-1.41x float32's tokens a second on glibc's, 1.67-1.70x on tcmalloc:
+# benchmarks/README.md). Found as hardware.tcmalloc_library finds it; make ... TCMALLOC= trains on glibc's.
 TCMALLOC ?= $(shell $(PYTHON) -c "import ctypes.util as u; print(u.find_library('tcmalloc_minimal') or u.find_library('tcmalloc') or '')")
 TRAIN := $(if $(TCMALLOC),LD_PRELOAD="$(TCMALLOC)$${LD_PRELOAD:+ $$LD_PRELOAD}" )$(PY) training/train.py
 
