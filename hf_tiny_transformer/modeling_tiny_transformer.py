@@ -101,7 +101,7 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     bits = bits.view(torch.int16)[: x.numel()].view(x.shape)  # uniform over [-2^15, 2^15)
     dropped = min(round(p * 2**16), 2**16 - 1)  # of 2^16 values: the rate as drawn
     keep = bits >= dropped - 2**15
-    return x * (keep * (2**16 / (2**16 - dropped))).to(x.dtype)
+    return x * (keep * x.new_tensor(2**16 / (2**16 - dropped)))  # the mask made in x's dtype: one pass
 
 
 # ---------------------------------------------------------------------------------------------------------------
