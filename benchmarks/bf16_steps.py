@@ -17,8 +17,11 @@ one before it:
 - + dropout masks from 64-bit draws: the model's CPU dropout (16 random bits an element, four to a draw);
 - + the loss from one softmax: the label-smoothed loss's forward pass writes the softmax (one fused pass) and takes
   logsumexp from it, and its backward pass turns that into the gradient in one pass, where it computed logsumexp
-  and then exp(z - logsumexp) again (training.loss): what `--precision auto` trains in where the trial finds it
-  fastest (bf16 autocast, `--bf16_weights false`, the default);
+  and then exp(z - logsumexp) again (training.loss);
+- + the loss with the output projection: the loss makes the logits itself from the decoder's output, 128 rows at a
+  time, and takes each block's softmax, loss and gradient while it is in the cache (training.loss's
+  OutputLayerLabelSmoothedCrossEntropy; the model makes no logits): what `--precision auto` trains in where the
+  trial finds it fastest (bf16 autocast, `--bf16_weights false`, the default);
 - + bf16 weights: forward and backward on a bfloat16 copy of the model (no autocast), float32 master weights in the
   optimizer (training.precision.BFloat16Weights): `--bf16_weights true` (`auto` has the trial choose between them);
 - fp32 now: float32 with the same kernel cache, dropout and loss: the reference the gain is measured against.
@@ -55,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 class Setting:
     """What a configuration trains with: precision, attention, the weights the bf16 passes take ("fp32": autocast;
     "bf16": `--bf16_weights`), oneDNN's kernel cache, the dropout masks ("bernoulli" or "64-bit draws"), the loss
-    ("logsumexp" or "softmax") and anything tried on top (None: nothing)."""
+    ("logsumexp", "softmax" or "output layer") and anything tried on top (None: nothing)."""
 
     precision: str = "fp32"
     attention: str = "sdpa"
@@ -69,14 +72,16 @@ class Setting:
 BEFORE = Setting()
 KERNELS = replace(BEFORE, precision="bf16", attention="eager", kernels=65536)
 DROPOUT = replace(KERNELS, dropout="64-bit draws")
-NOW = replace(DROPOUT, loss="softmax")
+SOFTMAX = replace(DROPOUT, loss="softmax")
+NOW = replace(SOFTMAX, loss="output layer")
 STEPS = {
     "fp32 before": BEFORE,
     "bf16 before": replace(BEFORE, precision="bf16"),
     "+ eager attention": replace(BEFORE, precision="bf16", attention="eager"),
     "+ kernel cache": KERNELS,
     "+ dropout masks from 64-bit draws": DROPOUT,
-    "+ the loss from one softmax": NOW,
+    "+ the loss from one softmax": SOFTMAX,
+    "+ the loss with the output projection": NOW,
     "+ bf16 weights": replace(NOW, weights="bf16"),
     "fp32 now": replace(NOW, precision="fp32", attention="sdpa"),
 }
@@ -129,10 +134,14 @@ def worker(args) -> None:
     flush_denormals()
     if setting.dropout == "bernoulli":
         modeling.apply_dropout = bernoulli_dropout
+    if setting.loss != "output layer":  # the loss from the model's logits, as it was
+        from hf_tiny_transformer.training import loss
+
+        precision.label_smoothing = lambda model, epsilon, dtype: loss.LabelSmoothing(epsilon, None, dtype)
     if setting.loss == "logsumexp":
         from label_smoothing import logsumexp_loss  # benchmarks/label_smoothing.py: the loss as it was
 
-        precision.label_smoothed_cross_entropy = logsumexp_loss
+        loss.label_smoothed_cross_entropy = logsumexp_loss
     if setting.tried == "matmul":
         torch.backends.mkldnn.matmul.fp32_precision = "bf16"
     flags = [args.recipe, "--output_dir", tempfile.mkdtemp(), "--precision", "fp32"]

@@ -42,7 +42,7 @@ from hf_tiny_transformer.commands.shared import check_report, run
 from hf_tiny_transformer.hardware import keep_freed_memory
 from hf_tiny_transformer.marian import marian_of_the_same_shape
 from hf_tiny_transformer.saving import write_atomically
-from hf_tiny_transformer.training.trainer import LabelSmoothing
+from hf_tiny_transformer.training.loss import LabelSmoothing
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -42,7 +42,7 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
 from transformers.utils.generic import merge_with_config_defaults
@@ -699,12 +699,16 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         """
         Args:
             labels: target token ids (B, Tt); -100 marks positions left out of the loss. Without decoder inputs,
                 the decoder reads the labels shifted right.
+            logits_to_keep: the decoder positions to make logits for, as transformers' models take it: 0 all,
+                an int the last ones (`generate` asks for 1), a tensor of positions (an empty one: none, for a
+                training loss that makes the logits itself from the decoder's output, `training.loss`).
             kwargs: `num_items_in_batch` (passed by Trainer) divides the summed token loss, so that the loss is
                 exact under gradient accumulation; the others as in `TinyTransformerModel.forward`.
             Other arguments as in `TinyTransformerModel.forward`.
@@ -730,7 +734,7 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
             use_cache=use_cache,
             **kwargs,
         )
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, Tt, V)
+        logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))  # (B, Tt, V)
         loss = None
         if labels is not None:
             labels = labels.to(logits.device)

@@ -277,7 +277,7 @@ def test_bf16_steps_benchmark_runs_every_configuration(demo_files, tmp_path):
     assert measured["threads"] == 1 and measured["recipe"] == "recipe.json"
     assert "recipe.json, 1 batches, 1 rounds, torch's threads: 1 in every configuration" in result.stdout
     names = ["fp32 before", "bf16 before", "+ eager attention", "+ kernel cache", "+ dropout masks from 64-bit draws"]
-    names += ["+ the loss from one softmax", "+ bf16 weights", "fp32 now"]
+    names += ["+ the loss from one softmax", "+ the loss with the output projection", "+ bf16 weights", "fp32 now"]
     assert list(measured["medians"]) == names
     assert all(len(values) == 1 and values[0] > 0 for values in measured["seconds"].values())
     assert all(share is None or 0 <= share < 1 for shares in measured["steal"].values() for share in shares)

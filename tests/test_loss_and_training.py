@@ -5,9 +5,16 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from conftest import sgd_arguments, tiny_model
+from hf_tiny_transformer.marian import marian_of_the_same_shape
 from hf_tiny_transformer.modeling_tiny_transformer import shift_tokens_right
-from hf_tiny_transformer.training.loss import LabelSmoothedCrossEntropy, label_smoothed_cross_entropy
-from hf_tiny_transformer.training.trainer import LabelSmoothing, TranslationTrainer
+from hf_tiny_transformer.training.loss import (
+    LabelSmoothedCrossEntropy,
+    LabelSmoothing,
+    OutputLayerLabelSmoothedCrossEntropy,
+    label_smoothed_cross_entropy,
+    output_layer_label_smoothed_cross_entropy,
+)
+from hf_tiny_transformer.training.trainer import TranslationTrainer
 
 
 def test_decoder_inputs_are_labels_shifted_right(model):
@@ -202,6 +209,93 @@ def test_label_smoothed_loss_in_chunks_equals_one_piece(monkeypatch):
     (chunked_grad,) = torch.autograd.grad(chunked, logits)
     torch.testing.assert_close(chunked, whole)
     torch.testing.assert_close(chunked_grad, whole_grad)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+@pytest.mark.parametrize("chunk_rows", [128, 4])
+def test_the_loss_with_the_output_projection_and_its_gradients_match_a_float64_reference(
+    monkeypatch, epsilon, chunk_rows
+):
+    """float32: the loss of the logits h W^T, made block by block (15 rows: blocks of 4 and a partial one, or one),
+    and the gradients of h and W (the tied embeddings'), against the float64 formula; ignored rows get none."""
+    monkeypatch.setattr(OutputLayerLabelSmoothedCrossEntropy, "chunk_rows", chunk_rows)
+    torch.manual_seed(3)
+    hidden = torch.randn(3, 5, 8, requires_grad=True)
+    weight = (torch.randn(50, 8) * 2).requires_grad_()
+    labels = torch.randint(0, 50, (3, 5))
+    labels[1, 3:] = -100
+    reference_hidden = hidden.detach().double().requires_grad_()
+    reference_weight = weight.detach().double().requires_grad_()
+    expected = reference_label_smoothed_loss(reference_hidden @ reference_weight.T, labels, epsilon)
+    expected.backward()
+    got = output_layer_label_smoothed_cross_entropy(hidden, weight, labels, epsilon, torch.float32)
+    got.backward()
+    assert got.dtype == hidden.grad.dtype == weight.grad.dtype == torch.float32
+    torch.testing.assert_close(got.double(), expected, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(hidden.grad.double(), reference_hidden.grad, atol=1e-7, rtol=1e-5)
+    torch.testing.assert_close(weight.grad.double(), reference_weight.grad, atol=1e-7, rtol=1e-5)
+    assert torch.all(hidden.grad[1, 3:] == 0)
+
+
+def test_the_loss_with_the_output_projection_in_bfloat16_makes_bfloat16_logits():
+    """bf16: the logits are those of h and W rounded to bfloat16, rounded to bfloat16 themselves (as autocast makes
+    them); the loss is the float64 formula's of those logits, and each gradient is the float64 one from them (G W and
+    G^T h, G the logits' gradient) to within G's rounding to bfloat16 (2^-7 of the sum of the terms' sizes); float32
+    h and W get float32 gradients."""
+    torch.manual_seed(4)
+    hidden = torch.randn(2, 7, 16, requires_grad=True)
+    weight = torch.randn(40, 16, requires_grad=True)
+    labels = torch.randint(0, 40, (2, 7))
+    labels[0, 5:] = -100
+    low_hidden, low_weight = hidden.detach().bfloat16().double(), weight.detach().bfloat16().double()
+    logits = (low_hidden @ low_weight.T).bfloat16().double().requires_grad_()  # (2, 7, 40)
+    expected = reference_label_smoothed_loss(logits, labels, 0.1)
+    expected.backward()
+    got = output_layer_label_smoothed_cross_entropy(hidden, weight, labels, 0.1, torch.bfloat16)
+    got.backward()
+    assert got.dtype == hidden.grad.dtype == weight.grad.dtype == torch.float32
+    torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-5)
+    g, h = logits.grad.flatten(0, 1), low_hidden.flatten(0, 1)  # (14, 40), (14, 16)
+    for grad, reference, bound in (
+        (hidden.grad.flatten(0, 1), g @ low_weight, g.abs() @ low_weight.abs()),
+        (weight.grad, g.T @ h, g.abs().T @ h.abs()),
+    ):
+        assert torch.all((grad.double() - reference).abs() <= 2**-7 * bound)
+    assert torch.all(hidden.grad[0, 5:] == 0)
+
+
+def test_the_model_makes_the_logits_asked_for():
+    """logits_to_keep as transformers' models take it: 0 all positions, 1 the last (generate's), an empty tensor
+    none (the training loss's); the positions kept are the full logits' own."""
+    model, batch = (
+        tiny_model(),
+        {"input_ids": torch.tensor([[5, 6, 2]]), "decoder_input_ids": torch.tensor([[1, 7, 8]])},
+    )
+    full = model(**batch).logits
+    assert full.shape == (1, 3, model.config.vocab_size)
+    torch.testing.assert_close(model(**batch, logits_to_keep=1).logits, full[:, -1:])
+    assert model(**batch, logits_to_keep=torch.tensor([], dtype=torch.long)).logits.shape == (1, 0, full.shape[-1])
+
+
+@pytest.mark.parametrize("architecture", ["ours", "ours, untied", "marian"])
+def test_training_steps_take_the_loss_with_the_output_projection_where_the_model_can(tmp_path, batch, architecture):
+    """TranslationTrainer's training loss: our model makes no logits and the loss makes them from the decoder's
+    output, equal to the loss of the full logits; with an output projection of its own (untied: a weight the
+    forward pass would not use), and MarianMTModel (no logits_to_keep), the model hands its logits as before.
+    Evaluation (return_outputs) always gets the logits."""
+    model = tiny_model(dropout=0.0, tie_word_embeddings=architecture != "ours, untied")
+    model = marian_of_the_same_shape(model.config) if architecture == "marian" else model
+    model.train()
+    args = sgd_arguments(tmp_path, label_smoothing_factor=0.1, per_device_train_batch_size=2)
+    trainer = TranslationTrainer(model=model, args=args, train_dataset=[], data_collator=with_decoder_inputs(model))
+    made = []
+    model.register_forward_hook(lambda module, inputs, outputs: made.append(outputs.logits.shape[1]))
+    inputs = {**batch, "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(batch["labels"])}
+    loss = trainer.compute_loss(model, dict(inputs))
+    expected = label_smoothed_cross_entropy(model(**inputs).logits, batch["labels"], 0.1)
+    torch.testing.assert_close(loss, expected, atol=1e-6, rtol=1e-5)
+    _, outputs = trainer.compute_loss(model, dict(inputs), return_outputs=True)
+    assert made == ([0] if architecture == "ours" else [4]) + [4, 4] and outputs.logits.shape[1] == 4
 
 
 def test_label_smoothing_is_the_training_runs_never_the_models(batch):

@@ -41,7 +41,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from ..data.batching import TokenBatchSampler
 from ..hardware import Choice
-from .loss import label_smoothed_cross_entropy
+from .loss import label_smoothing
 
 logger = logging.getLogger(__name__)
 
@@ -258,7 +258,9 @@ class ModeRun:
             self.forward = convert_outputs_to_fp32(torch.autocast(device.type, dtype=torch.bfloat16)(self.forward))
         optimizer_class, optimizer_kwargs = Trainer.get_optimizer_cls_and_kwargs(training_args, self.model)
         self.optimizer = optimizer_class(self.model.parameters(), **optimizer_kwargs)
-        self.epsilon = training_args.label_smoothing_factor
+        dtype = torch.bfloat16 if mode.precision == "bf16" else torch.float32
+        epsilon = training_args.label_smoothing_factor
+        self.loss = label_smoothing(self.model, epsilon, dtype) if epsilon else None  # TranslationTrainer's
         self.max_grad_norm = training_args.max_grad_norm
         self.device = device
 
@@ -272,11 +274,11 @@ class ModeRun:
         for batch in batches:
             forward = self.bf16_weights.load(self.model) if self.bf16_weights else self.forward
             phase_ended("weights in")
-            if self.epsilon:  # TranslationTrainer's loss: label smoothing from the logits
+            if self.loss:  # TranslationTrainer's loss: label smoothing, from the decoder's output
                 inputs = {name: tensor for name, tensor in batch.items() if name != "labels"}
-                logits = forward(**inputs).logits
+                outputs = forward(**self.loss.model_inputs(inputs))
                 phase_ended("forward")
-                loss = label_smoothed_cross_entropy(logits, batch["labels"], self.epsilon)
+                loss = self.loss(outputs, batch["labels"])
             else:
                 loss = forward(**batch).loss
             phase_ended("loss")

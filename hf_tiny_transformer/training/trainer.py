@@ -22,20 +22,18 @@ from torch.utils.data import DataLoader
 from transformers import Seq2SeqTrainer, TrainerCallback
 
 from ..data.batching import TokenBatchSampler
-from .loss import label_smoothed_cross_entropy
+from .loss import LabelSmoothing, label_smoothing
 from .precision import BFloat16Weights
 
 logger = logging.getLogger(__name__)
 
 
-class LabelSmoothing:
-    """Trainer's `compute_loss_func`: the label-smoothed loss of a step from the model's logits."""
-
-    def __init__(self, epsilon: float):
-        self.epsilon = epsilon
-
-    def __call__(self, outputs, labels, num_items_in_batch=None):
-        return label_smoothed_cross_entropy(outputs.logits, labels, self.epsilon, num_items_in_batch)
+def run_dtype(training_args) -> torch.dtype:
+    """The dtype a run's matrix multiplies take: bfloat16 under bf16 (autocast, or bfloat16 weights), float16 under
+    fp16, else float32."""
+    if training_args.bf16 or getattr(training_args, "bf16_weights", False):
+        return torch.bfloat16
+    return torch.float16 if training_args.fp16 else torch.float32
 
 
 class TranslationTrainer(Seq2SeqTrainer):
@@ -44,8 +42,13 @@ class TranslationTrainer(Seq2SeqTrainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.args.label_smoothing_factor and self.compute_loss_func is None:
-            self.compute_loss_func = LabelSmoothing(self.args.label_smoothing_factor)
+            self.compute_loss_func = label_smoothing(self.model, self.args.label_smoothing_factor, run_dtype(self.args))
         self.bf16_weights = None
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if isinstance(self.compute_loss_func, LabelSmoothing) and model.training and not return_outputs:
+            inputs = self.compute_loss_func.model_inputs(inputs)
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
     def train(self, *args, **kwargs):
         self.bf16_weights = None  # made at the first step, from the model as loaded (a resumed run's weights)
@@ -139,4 +142,4 @@ def progress_callbacks(training_args) -> list[TrainerCallback]:
     return [ProgressLog()]
 
 
-__all__ = ["TranslationTrainer", "LabelSmoothing", "ProgressLog", "progress_callbacks"]
+__all__ = ["TranslationTrainer", "ProgressLog", "progress_callbacks", "run_dtype"]
