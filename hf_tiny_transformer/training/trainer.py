@@ -5,7 +5,9 @@
 - Batches by tokens (`--batch_tokens`): `TokenBatchSampler`, through accelerate's prepare() as Trainer's own
   DataLoader, which shards the batches under torchrun.
 - Label smoothing (`--label_smoothing_factor`, the paper's 0.1) by the fused loss of `training.loss`, handed to
-  Trainer as its `compute_loss_func`: the model itself, saved or loaded, always computes plain cross-entropy.
+  Trainer as its `compute_loss_func`: the model itself, saved or loaded, always computes plain cross-entropy. In a
+  training step the model is asked for no logits where the loss can make them from the decoder's output
+  (`LabelSmoothing.model_inputs`, in `compute_loss`); evaluation gets them.
 - bf16 on bfloat16 weights (`--bf16_weights`): each training step runs forward and backward on the bfloat16 copy of
   `training.precision.BFloat16Weights` (compiled as the model would be under `--torch_compile`); Trainer clips and
   applies the gradients to the float32 model as ever.
