@@ -1,5 +1,6 @@
 """On a CUDA GPU (skipped elsewhere): training steps through train.py's Trainer with the precision the hardware
-chooses, generate() equal to the CPU's tokens, and the CTranslate2 export of a model that lives on the GPU."""
+chooses, the training loss with the output projection equal to the CPU's, generate() equal to the CPU's tokens, and
+the CTranslate2 export of a model that lives on the GPU."""
 
 import pytest
 import torch
@@ -7,6 +8,7 @@ import torch
 from conftest import tiny_model
 from hf_tiny_transformer.hardware import best_device, choose_precision
 from hf_tiny_transformer.training.arguments import TranslationTrainingArguments
+from hf_tiny_transformer.training.loss import label_smoothing
 from hf_tiny_transformer.training.trainer import TranslationTrainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
@@ -41,10 +43,39 @@ def test_training_steps_on_the_gpu(tmp_path):
         return {**batch, "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(batch["labels"])}
 
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    made = []  # the logits' positions each forward pass made: none, the loss makes them (training.loss)
+    model.register_forward_hook(lambda module, inputs, outputs: made.append(outputs.logits.shape[1]))
     result = TranslationTrainer(model=model, args=args, train_dataset=data, data_collator=collate).train()
     assert torch.isfinite(torch.tensor(result.training_loss))
     assert next(model.parameters()).device.type == "cuda"
     assert any(not torch.equal(p.detach().cpu(), before[name]) for name, p in model.named_parameters())
+    assert made and set(made) == {0}
+
+
+def loss_and_gradients(model, smoothing, device: str):
+    """The training loss of one batch on `device` (the model asked for no logits) and the parameters' gradients."""
+    labels = torch.tensor([[7, 8, 9, 2], [11, 2, -100, -100]])
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+    inputs = {"input_ids": SOURCE, "attention_mask": MASK, "decoder_input_ids": decoder_input_ids}
+    model.to(device).zero_grad()
+    outputs = model(**smoothing.model_inputs({key: value.to(device) for key, value in inputs.items()}))
+    loss = smoothing(outputs, labels.to(device))
+    loss.backward()
+    assert outputs.logits.shape[1] == 0
+    return loss.detach().cpu(), {name: p.grad.detach().cpu() for name, p in model.named_parameters()}
+
+
+def test_the_loss_with_the_output_projection_on_the_gpu_gives_the_cpus_values():
+    """The training loss that makes the logits from the decoder's output and the tied embeddings (training.loss),
+    float32 on CUDA tensors (the model's logits_to_keep an index tensor on the CPU): the CPU's loss and gradients."""
+    model = tiny_model(seed=2, dropout=0.0).train()
+    smoothing = label_smoothing(model, 0.1, torch.float32)
+    assert smoothing.output_layer is model.get_output_embeddings()
+    on_cpu, cpu_gradients = loss_and_gradients(model, smoothing, "cpu")
+    on_gpu, gpu_gradients = loss_and_gradients(model, smoothing, "cuda")
+    torch.testing.assert_close(on_gpu, on_cpu, atol=1e-5, rtol=1e-5)
+    for name, gradient in cpu_gradients.items():
+        torch.testing.assert_close(gpu_gradients[name], gradient, atol=1e-5, rtol=1e-4, msg=name)
 
 
 def test_generate_on_the_gpu_gives_the_cpu_tokens():
