@@ -144,4 +144,4 @@ def progress_callbacks(training_args) -> list[TrainerCallback]:
     return [ProgressLog()]
 
 
-__all__ = ["TranslationTrainer", "ProgressLog", "progress_callbacks", "run_dtype"]
+__all__ = ["TranslationTrainer", "ProgressLog", "progress_callbacks"]
