@@ -6,8 +6,11 @@ PY := $(VENV)/bin/python
 # TORCH_INDEX="--index-url https://download.pytorch.org/whl/cpu" to get it instead of a CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
-# The real English-Japanese corpus (read in place, never copied) and extra flags for training/train.py.
-CORPUS_DIR ?= ../shared/data/small_parallel_enja
+# The real English-Japanese corpus, small_parallel_enja: the copy `make data` fetches into data/ where there is one,
+# else this project's shared copy; and extra flags for training/train.py.
+CORPUS_DIR ?= $(firstword $(wildcard data/small_parallel_enja) $(wildcard ../shared/data/small_parallel_enja) data/small_parallel_enja)
+CORPUS_REPOSITORY ?= https://github.com/odashi/small_parallel_enja.git
+CORPUS_COMMIT ?= 312408a11c5fbcbc09443bebb18121f7efdcd61e
 TRAIN_FLAGS ?=
 # Training runs on gperftools' tcmalloc where the machine has it (Debian, Ubuntu: apt-get install
 # libtcmalloc-minimal4): with glibc's allocator a bf16 step on a CPU slows as the run goes (over 1,000 en-ja
@@ -16,7 +19,7 @@ TRAIN_FLAGS ?=
 TCMALLOC ?= $(shell $(PYTHON) -c "import ctypes.util as u; print(u.find_library('tcmalloc_minimal') or u.find_library('tcmalloc') or '')")
 TRAIN := $(if $(TCMALLOC),LD_PRELOAD="$(TCMALLOC)$${LD_PRELOAD:+ $$LD_PRELOAD}" )$(PY) training/train.py
 
-.PHONY: install test demo train-en-ja train-ja-en app
+.PHONY: install test demo data train-en-ja train-ja-en app
 
 install: $(VENV)/.installed
 
@@ -46,6 +49,13 @@ demo: install
 	$(TRAIN) training/recipes/demo.json --overwrite_output_dir $(TRAIN_FLAGS)  # the demo starts anew each time
 	$(PY) training/evaluate_model.py --model runs/demo/hub --source_file runs/demo/data/test.en \
 		--reference_file runs/demo/data/test.ja --target_lang ja --num_beams 1 --show 10 --min_exact_match 95
+
+# The corpus of the real models, at a pinned commit of its repository (needs git and the network, once).
+data: data/small_parallel_enja/train.en
+
+data/small_parallel_enja/train.en: | install
+	$(PY) training/get_corpus.py --output_dir data/small_parallel_enja --repository $(CORPUS_REPOSITORY) \
+		--commit $(CORPUS_COMMIT)
 
 # A real model: training (checkpoints averaged at the end), the beam size and length penalty chosen on the dev
 # split, then the test split translated with them and scored; the scores go into the model card.

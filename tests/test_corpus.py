@@ -1,7 +1,13 @@
 """Corpus preparation: segmented Japanese and tokenized English back to natural text."""
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
+from conftest import assert_one_line_error, run_script
 from hf_tiny_transformer.data.corpus import detokenize_english, read_parallel, unsegment_japanese
 
 
@@ -57,3 +63,65 @@ def test_read_parallel_errors(tmp_path):
         read_parallel(tmp_path, "train", "en", "fr")
     with pytest.raises(FileNotFoundError, match="dev.en does not exist"):
         read_parallel(tmp_path, "dev", "en", "ja")
+
+
+def corpus_repository(folder: Path, lines: dict[str, str]) -> str:
+    """A Git repository standing in for small_parallel_enja's: each split's files, one commit; its commit id."""
+    folder.mkdir()
+    for name, text in lines.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    environment = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                   "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    for command in (["init", "--quiet"], ["add", "."], ["commit", "--quiet", "-m", "corpus"]):
+        subprocess.run(["git", "-C", str(folder), *command], check=True, env=environment)
+    return subprocess.run(
+        ["git", "-C", str(folder), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+SPLITS = ("train", "dev", "test")
+CORPUS = {
+    **{f"{split}.en": "i can 't tell who will arrive first .\nyear followed year ...\n" for split in SPLITS},
+    **{f"{split}.ja": "誰 が 一番 に 着 く か 私 に は 分か り ま せ ん 。\n年 が 過ぎ た 。\n" for split in SPLITS},
+    "README.md": "small_parallel_enja\n",
+}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_get_corpus_fetches_the_pinned_commit_into_a_folder_the_recipes_read(tmp_path):
+    commit = corpus_repository(tmp_path / "remote", CORPUS)
+    (tmp_path / "remote" / "train.en").write_text("a later line\n", encoding="utf-8")  # a change after the commit
+    output = tmp_path / "data" / "small_parallel_enja"
+    result = run_script(
+        "get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "remote"), "--commit", commit
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(p.name for p in output.iterdir()) == sorted(CORPUS)
+    assert read_parallel(output, "train", "en", "ja") == (
+        ["i can't tell who will arrive first.", "year followed year..."],
+        ["誰が一番に着くか私には分かりません。", "年が過ぎた。"],
+    )
+    again = run_script(
+        "get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "remote"), "--commit", commit
+    )
+    assert_one_line_error(again, "is not empty", "--overwrite")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_get_corpus_refuses_a_missing_commit_or_repository_in_one_line_and_writes_nothing(tmp_path):
+    corpus_repository(tmp_path / "remote", CORPUS)
+    output = tmp_path / "corpus"
+    missing_commit = run_script(
+        "get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "remote"), "--commit", "0" * 40
+    )
+    assert_one_line_error(missing_commit, "--commit", "is not in")
+    missing_repository = run_script(
+        "get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "nowhere")
+    )
+    assert_one_line_error(missing_repository, "--repository", "cannot be cloned")
+    not_the_corpus = {name: text for name, text in CORPUS.items() if name != "dev.ja"}
+    commit = corpus_repository(tmp_path / "other", not_the_corpus)
+    wrong = run_script("get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "other"),
+                       "--commit", commit)  # fmt: skip
+    assert_one_line_error(wrong, "has no dev.ja")
+    assert not output.exists() and not list(tmp_path.glob(".corpus*"))

@@ -1,0 +1,73 @@
+"""Fetch small_parallel_enja, the English-Japanese corpus the recipes train on, at a pinned commit.
+
+    python training/get_corpus.py --output_dir data/small_parallel_enja        # what `make data` runs
+    python training/get_corpus.py --output_dir D --repository URL --commit SHA  # a mirror, or another commit
+
+Clones the corpus's Git repository (Yusuke Oda's selection of 50,000 short pairs from the Tanaka Corpus, CC BY),
+checks out the commit, and keeps its train, dev and test files (`{split}.{en,ja}`) and its README in the output
+folder, written all or nothing. Needs `git`.
+"""
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hf_tiny_transformer.commands.shared import check_output, run
+from hf_tiny_transformer.data.files import read_aligned
+from hf_tiny_transformer.errors import ArgumentParser, UsageError
+from hf_tiny_transformer.saving import staged_folder
+
+REPOSITORY = "https://github.com/odashi/small_parallel_enja.git"
+COMMIT = "312408a11c5fbcbc09443bebb18121f7efdcd61e"
+SPLITS = ("train", "dev", "test")
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", required=True, help="the folder for the corpus, e.g. data/small_parallel_enja")
+    parser.add_argument("--repository", default=REPOSITORY, help="the corpus's Git repository (a URL or a path)")
+    parser.add_argument("--commit", default=COMMIT, help="the commit to take")
+    parser.add_argument("--overwrite", action="store_true", help="replace a corpus already in --output_dir")
+    args = parser.parse_args(argv)
+    if shutil.which("git") is None:
+        raise UsageError("git is not installed; install it (Debian, Ubuntu: apt-get install git)")
+    check_output(args.output_dir, kind="folder", flag="--output_dir", overwrite=args.overwrite)
+    output_dir = Path(args.output_dir)
+    if not args.overwrite and output_dir.is_dir() and any(output_dir.iterdir()):
+        raise UsageError(f"--output_dir {output_dir} is not empty; pass --overwrite to fetch the corpus again")
+    return args
+
+
+def git(*arguments: str, failure: str):
+    """Run git quietly; a UsageError with `failure` and git's own last line when it fails."""
+    result = subprocess.run(["git", *arguments], capture_output=True, text=True)
+    if result.returncode != 0:
+        said = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UsageError(f"{failure} (git: {said})")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory() as clone, staged_folder(args.output_dir) as staging:
+        git("clone", "--quiet", "--no-checkout", args.repository, clone,
+            failure=f"--repository {args.repository} cannot be cloned; check the address and the network")  # fmt: skip
+        git("-C", clone, "checkout", "--quiet", args.commit,
+            failure=f"--commit {args.commit} is not in {args.repository}; pass one of its commits")  # fmt: skip
+        names = [f"{split}.{lang}" for split in SPLITS for lang in ("en", "ja")]
+        missing = [name for name in names if not (Path(clone) / name).is_file()]
+        if missing:
+            raise UsageError(f"{args.repository} at {args.commit} has no {', '.join(missing)}; is it the corpus?")
+        for split in SPLITS:  # each split's two sides must pair up line by line
+            read_aligned(Path(clone) / f"{split}.en", Path(clone) / f"{split}.ja", (f"{split}.en", f"{split}.ja"))
+        for name in names:
+            shutil.copy(Path(clone) / name, staging / name)
+        if (Path(clone) / "README.md").is_file():
+            shutil.copy(Path(clone) / "README.md", staging / "README.md")
+    print(f"small_parallel_enja ({args.commit[:7]}) is in {args.output_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))
