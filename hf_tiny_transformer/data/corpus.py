@@ -74,7 +74,7 @@ def read_parallel(directory: str | Path, split: str, source_lang: str, target_la
         path = Path(directory) / f"{split}.{lang}"
         if not path.is_file():
             raise FileNotFoundError(
-                f"{path} does not exist; pass the folder that holds the corpus (`make data` fetches small_parallel_enja)"
+                f"{path} does not exist; pass the folder that holds the corpus (make data fetches small_parallel_enja)"
             )
         sides.append([prepare[lang](line) for line in text_lines(path.read_bytes().decode("utf-8"))])
     if len(sides[0]) != len(sides[1]):
