@@ -4,7 +4,8 @@
 
 Beyond what `model.save_pretrained` writes (config, weights, the code files: configuration, modeling, the
 translation pipeline and the text handling it imports), the folder has the tokenizer, `AutoModel` in config.json's
-`auto_map` beside the head's own entry, and the card. It is written all or nothing.
+`auto_map` beside the head's own entry, and the card. It is written all or nothing and replaces what the folder
+held, except the `.git` folder and `.gitattributes` of a clone of the Hub repository (as for the Space folder).
 """
 
 import json
@@ -19,6 +20,8 @@ from .modeling_tiny_transformer import TinyTransformerForConditionalGeneration, 
 from .saving import staged_folder
 
 DIFFERENCES_HEADING = "Differences from the paper"
+# What a save into a clone of the user's Hub repository keeps: its history (commits not yet pushed) and its LFS rules
+GIT_CLONE = (".git", ".gitattributes")
 
 
 def differences_from_the_paper() -> str:
@@ -127,7 +130,7 @@ def save_for_hub(
     """Save model, code files, tokenizer and model card into `folder`, ready to upload as it is; with
     `space_folder`, also a Hub Space there: the demo page (`hf_tiny_transformer.demo.app`) with this model."""
     folder = Path(folder)
-    with staged_folder(folder) as staging:  # nothing in `folder` changes until every file is written
+    with staged_folder(folder, keep=GIT_CLONE) as staging:  # nothing in `folder` changes until every file is written
         save_model_and_tokenizer(model, tokenizer, staging)
         card.save(staging / "README.md")
     if space_folder is not None:
@@ -188,7 +191,7 @@ def save_space(model, tokenizer, folder: str | Path, card: ModelCard) -> Path:
         "license": card.data.license,
     }
     folder = Path(folder)
-    with staged_folder(folder) as staging:
+    with staged_folder(folder, keep=GIT_CLONE) as staging:
         save_model_and_tokenizer(model, tokenizer, staging)
         (staging / "app.py").write_text(SPACE_APP)
         (staging / "requirements.txt").write_text("\n".join(SPACE_REQUIREMENTS + [f"gradio=={gradio_version}"]) + "\n")

@@ -4,22 +4,22 @@
         model.save_pretrained(staging)
     write_atomically("runs/en-ja/metrics.json", text)   # written beside, then renamed over
 
-A folder is saved complete beside the old one (`.{name}.saving-{pid}-{token}`), receives hard links of the old
-folder's files the save did not write (not an earlier save's `model*.safetensors*`), and takes the old one's place
-in one atomic step (Linux renameat2 RENAME_EXCHANGE): the path always holds the old folder or the new one. Where
-that call is missing or refused (macOS, old glibc, some filesystems) the old folder is renamed aside
+A folder is saved complete beside the old one (`.{name}.saving-{pid}-{token}`) and takes the old one's place in one
+atomic step (Linux renameat2 RENAME_EXCHANGE): the path always holds the old folder or the new one. A save replaces
+the whole folder, so that nothing of an earlier model stays beside the new one's files: of the old folder, only the
+entries its writer names (`keep`, e.g. a Hub clone's `.git`) come along, as hard links, where the save did not write
+them. Where the exchange is missing or refused (macOS, old glibc, some filesystems) the old folder is renamed aside
 (`.{name}.replaced-{pid}-{token}`) and the new one in; a kill between the two leaves no folder at the path, and
 the next save there puts the old one back first. Each save removes the temporary names that killed processes left.
 New files and folders get the usual permissions (0o666 / 0o777 less the umask). This guards against failed or
 killed processes, not power loss (nothing is fsynced). The tools that write folders use it (train.py's hub folder,
-checkpoint averaging, the CTranslate2 export, the Hub folder); a plain `model.save_pretrained` writes as the
-library's own models do, file by file, and a saved model carries none of this.
+checkpoint averaging, the CTranslate2 and ONNX exports, the browser page, the Hub and Space folders); a plain
+`model.save_pretrained` writes as the library's own models do, file by file, and a saved model carries none of this.
 """
 
 import contextlib
 import ctypes
 import errno
-import fnmatch
 import functools
 import os
 import re
@@ -27,11 +27,10 @@ import secrets
 import shutil
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 StrPath = str | os.PathLike
-STALE_WEIGHTS = "model*.safetensors*"  # an earlier save's weights: not carried over into a new save
 AT_FDCWD, RENAME_EXCHANGE = -100, 2  # linux/fcntl.h, linux/fs.h
 
 
@@ -154,21 +153,16 @@ def _link(source: StrPath, target: StrPath):
         shutil.copy2(source, target, follow_symlinks=False)
 
 
-def _carry_over(old: Path, new: Path, skip: str | None = STALE_WEIGHTS):
-    """Link into `new` what `old` holds and `new` lacks, merging subfolders file by file; names matching `skip`
-    at this level are left out. What the new save wrote wins."""
-    for entry in old.iterdir():
-        target = new / entry.name
-        if skip and fnmatch.fnmatch(entry.name, skip):
+def _keep(old: Path, new: Path, names: Iterable[str]):
+    """Hard links in `new` of the entries `names` of `old` (files, or folders whole) that the save did not write."""
+    for name in names:
+        entry, target = old / name, new / name
+        if not os.path.lexists(entry) or os.path.lexists(target):
             continue
-        is_folder = entry.is_dir() and not entry.is_symlink()
-        if not os.path.lexists(target):
-            if is_folder:
-                shutil.copytree(entry, target, symlinks=True, copy_function=_link)
-            else:
-                _link(entry, target)
-        elif is_folder and target.is_dir() and not target.is_symlink():
-            _carry_over(entry, target, skip=None)
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, target, symlinks=True, copy_function=_link)
+        else:
+            _link(entry, target)
 
 
 @functools.cache
@@ -213,11 +207,11 @@ def _put_in_place(staged: Path, folder: Path):
 
 
 @contextlib.contextmanager
-def staged_folder(folder: StrPath) -> Iterator[Path]:
-    """A new empty folder beside `folder` to save into. When the block ends without an error, the old folder's
-    files and subfolders the save did not write (except stale `model*.safetensors*`) are linked in, and the new
-    folder takes the old one's place in one atomic step. On any error or interrupt it is removed and `folder`
-    stays as it was. Missing parent folders are created."""
+def staged_folder(folder: StrPath, keep: Iterable[str] = ()) -> Iterator[Path]:
+    """A new empty folder beside `folder` to save into. When the block ends without an error, it takes the old
+    folder's place in one atomic step, with hard links of the old folder's entries named in `keep` (names at its
+    top) that the save did not write; nothing else of the old folder stays. On any error or interrupt it is removed
+    and `folder` stays as it was. Missing parent folders are created."""
     folder = _target(folder)
     if os.path.lexists(folder) and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is a file; cannot save a folder there")
@@ -227,9 +221,9 @@ def staged_folder(folder: StrPath) -> Iterator[Path]:
     staging.mkdir()
     try:
         yield staging
-        _give_usual_modes(staging)  # before the old folder's files are linked in: only what this save wrote
+        _give_usual_modes(staging)  # before the kept entries are linked in: only what this save wrote
         if folder.is_dir():
-            _carry_over(folder, staging)
+            _keep(folder, staging, keep)
         _put_in_place(staging, folder)
     finally:
         if os.path.lexists(staging):  # the unfinished new folder, or after an exchange the old one
