@@ -1,6 +1,7 @@
 """All-or-nothing saving (hf_tiny_transformer/saving.py): a killed or failed save leaves the old files or the new ones,
-never a mix; other files in a saved folder stay; leftovers are cleaned up; permissions are the usual ones; and
-a command's output path is checked before any work."""
+never a mix; a save replaces the whole folder, keeping only what its writer names (a Hub clone's history), and
+every folder writer over another model's folder writes what it writes into an empty one; leftovers are cleaned up;
+permissions are the usual ones."""
 
 import ctypes
 import errno
@@ -18,6 +19,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from conftest import folder_digest, run_command, run_script, tiny_model
 from hf_tiny_transformer import saving
 from hf_tiny_transformer.saving import replaced_file, staged_folder, write_atomically
 
@@ -36,10 +38,10 @@ NEW = {
     "tokenizer.json": '{"version": 2}',
     "README.md": "# version 2",
 }
-KEPT = {"notes/extra.txt": "written by hand, kept by every save"}  # no save writes it
+KEPT = {"notes/extra.txt": "written by hand, kept by the saves that name notes/"}  # no save writes it
 
-# Run in a child process: a save of NEW into argv[1] that dies (SIGKILL) right after its argv[2]-th file
-# operation; with argv[3] == "fallback", as on a system without renameat2.
+# Run in a child process: a save of NEW into argv[1], keeping notes/, that dies (SIGKILL) right after its argv[2]-th
+# file operation; with argv[3] == "fallback", as on a system without renameat2.
 KILLED_SAVE = r"""
 import importlib.util, json, os, shutil, signal, sys
 
@@ -70,7 +72,7 @@ for name in ("mkdir", "rename", "replace", "link", "symlink", "unlink", "rmdir")
     setattr(os, name, counted(getattr(os, name)))
 shutil.copy2 = counted(shutil.copy2)
 saving._exchange = (lambda first, second: False) if sys.argv[3] == "fallback" else counted(saving._exchange)
-with saving.staged_folder(destination) as staging:
+with saving.staged_folder(destination, keep=["notes"]) as staging:
     for name, text in files.items():
         (staging / name).write_text(text)
         step()
@@ -91,8 +93,8 @@ def contents(folder: Path) -> dict[str, str] | None:
     return {path.relative_to(folder).as_posix(): path.read_text() for path in folder.rglob("*") if path.is_file()}
 
 
-def save(folder: Path, files: dict[str, str]):
-    with staged_folder(folder) as staging:
+def save(folder: Path, files: dict[str, str], keep: list[str] = ()):
+    with staged_folder(folder, keep=keep) as staging:
         write_files(staging, files)
 
 
@@ -115,13 +117,24 @@ def umask_027():
 # --- staged_folder -------------------------------------------------------------------------------------------------
 
 
-def test_a_save_replaces_the_folder_and_keeps_its_other_files(tmp_path):
+def test_a_save_replaces_the_whole_folder(tmp_path):
     folder = tmp_path / "model"
     write_files(folder, {**OLD, **KEPT, "notes/old.txt": "a second old note"})
-    kept_inode = (folder / "notes/extra.txt").stat().st_ino
     save(folder, {**NEW, "notes/new.txt": "a new note"})
-    assert contents(folder) == {**NEW, **KEPT, "notes/old.txt": "a second old note", "notes/new.txt": "a new note"}
-    assert (folder / "notes/extra.txt").stat().st_ino == kept_inode  # a hard link, not a copy
+    assert contents(folder) == {**NEW, "notes/new.txt": "a new note"}
+    assert os.listdir(tmp_path) == ["model"]
+
+
+def test_a_save_keeps_what_its_writer_names_unless_it_wrote_that_name(tmp_path):
+    folder = tmp_path / "model"
+    history = {".git/HEAD": "ref: refs/heads/main", ".git/objects/ab/cdef": "a commit"}
+    write_files(folder, {**OLD, **KEPT, **history, ".gitattributes": "old rules"})
+    kept_inode = (folder / ".git/objects/ab/cdef").stat().st_ino
+    save(folder, {**NEW, ".gitattributes": "new rules"}, keep=[".git", ".gitattributes", "not-there"])
+    assert contents(folder) == {**NEW, **history, ".gitattributes": "new rules"}
+    assert (folder / ".git/objects/ab/cdef").stat().st_ino == kept_inode  # a hard link, not a copy
+    save(folder, {**NEW, "notes/new.txt": "a new note"}, keep=["notes"])  # a folder it wrote is not merged
+    assert contents(folder) == {**NEW, "notes/new.txt": "a new note"}
     assert os.listdir(tmp_path) == ["model"]
 
 
@@ -201,7 +214,7 @@ def test_without_an_exchange_a_save_renames_the_old_folder_aside(tmp_path, monke
     monkeypatch.setattr(saving, "_renameat2", lambda: code and refusing_renameat2(code))
     folder = tmp_path / "model"
     write_files(folder, {**OLD, **KEPT})
-    save(folder, NEW)
+    save(folder, NEW, keep=["notes"])
     assert contents(folder) == {**NEW, **KEPT} and os.listdir(tmp_path) == ["model"]
 
 
@@ -218,8 +231,8 @@ def test_an_exchange_that_fails_otherwise_raises_and_leaves_the_folder(tmp_path,
 
 
 def killed_saves(folder: Path, old: dict[str, str] | None, mode: str):
-    """Save NEW into `folder` (set to `old` first; None: absent) in a child process killed after its 1st, 2nd, ...
-    file operation; yield after each killed run, until a run completes."""
+    """Save NEW into `folder` (set to `old` first; None: absent), keeping notes/, in a child process killed after its
+    1st, 2nd, ... file operation; yield after each killed run, until a run completes."""
     for kill_after in itertools.count(1):
         shutil.rmtree(folder.parent, ignore_errors=True)
         folder.parent.mkdir()
@@ -250,7 +263,7 @@ def test_a_save_killed_at_any_step_leaves_the_old_folder_or_the_new_one(tmp_path
             state = "aside"
         assert state in (old, new, "aside"), state
         seen.append("old" if state == old else "new" if state == new else state)
-        save(folder, NEW)
+        save(folder, NEW, keep=["notes"])
         assert contents(folder) == new and os.listdir(folder.parent) == ["model"]
     assert len(seen) >= 5 and {"old", "new"} <= set(seen)  # killed both before and after the swap
     assert ("aside" in seen) == (mode == "fallback" and exists)
@@ -342,10 +355,7 @@ def save_killed_after(model, tokenizer, folder: Path, kill_after: int) -> bool:
 def test_a_hub_folder_save_killed_at_any_step_loads_as_the_old_model_or_the_new_one(tmp_path, tokenizer):
     """Kill the Hub-folder writer after every file operation and load the folder each time. (A plain
     `model.save_pretrained` writes file by file, as the library's own models do.)"""
-    import torch
     from transformers import AutoModelForSeq2SeqLM
-
-    from conftest import tiny_model
 
     old, new = tiny_model(seed=1), tiny_model(seed=2)
     source = torch.tensor([[5, 6, 7, 2]])
@@ -382,3 +392,205 @@ def test_a_pipe_or_device_as_the_destination_is_written_into_not_replaced(tmp_pa
     write_atomically(pipe, "翻訳\n")
     reader.join(10)
     assert received == ["翻訳\n".encode()] and stat.S_ISFIFO(os.stat(pipe).st_mode)
+
+
+# --- every folder writer over another model's folder ---------------------------------------------------------------
+# Each writer, run as users run it with --overwrite over what it (or another writer) wrote for model A (int8 where it
+# has int8), writes what it writes for model B (float32) into an empty folder: nothing of A's folder stays beside B's
+# files, where an engine or the browser page would take it (A's `_quantized` graphs, A's model.bin) and run model A.
+
+SENTENCES = "My mother really likes green tea. I didn't eat bread. She reads books."
+
+
+def succeeded(result) -> list[str]:
+    """The lines a command that must succeed printed."""
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.splitlines()
+
+
+def translation(folder: Path, engine: str = "transformers") -> list[str]:
+    """What `tiny-transformer translate --engine ENGINE --model FOLDER` prints for SENTENCES (greedy)."""
+    return succeeded(
+        run_command("translate", "--engine", engine, "--model", str(folder), "--num_beams", "1", SENTENCES)
+    )
+
+
+def commit_everything(folder: Path, message: str):
+    """`git init`, `git add .`, `git commit` in `folder`: a clone of a Hub repository, as far as a save can tell."""
+    if not shutil.which("git"):
+        pytest.skip("git is not installed")
+    identity = ["-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false"]
+    for arguments in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", message]):
+        subprocess.run(["git", *identity, "-C", str(folder), *arguments], check=True, capture_output=True)
+
+
+def git_log(folder: Path) -> list[str]:
+    return subprocess.run(
+        ["git", "-C", str(folder), "log", "--format=%s"], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def other_model(trained_demo_model, tmp_path_factory) -> Path:
+    """Model B: the trained demo model (model A) with noise on its weights, same tokenizer, saved with save_for_hub."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_tiny_transformer import model_card, save_for_hub
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.5 * parameter.abs().mean())
+    card = model_card(model, source_lang="en", target_lang="ja", training_data="the demo corpus")
+    return save_for_hub(
+        model, AutoTokenizer.from_pretrained(trained_demo_model), tmp_path_factory.mktemp("b") / "hub", card
+    )
+
+
+@pytest.fixture(scope="module")
+def exports(trained_demo_model, other_model, tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """{("a" or "b", "onnx" or "ctranslate2"): the export}: model A's int8, model B's float32, each written into an
+    empty folder by its command."""
+    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+    pytest.importorskip("ctranslate2", reason="the [ctranslate2] extra is not installed")
+    root = tmp_path_factory.mktemp("exports")
+    folders = {}
+    for name, model, quantization in (("a", trained_demo_model, "int8"), ("b", other_model, "float32")):
+        for kind in ("onnx", "ctranslate2"):
+            folders[name, kind] = root / name / kind
+            command = ["--model", str(model), "--output_dir", str(folders[name, kind]), "--quantization", quantization]
+            succeeded(run_command(f"export-{kind}", *command, timeout=300))
+    return folders
+
+
+@pytest.fixture(scope="module")
+def export_translations(exports) -> dict[tuple[str, str], list[str]]:
+    """What each of `exports` translates SENTENCES to, with its own engine."""
+    return {(name, kind): translation(folder, kind) for (name, kind), folder in exports.items()}
+
+
+@pytest.mark.parametrize("earlier", ["onnx", "ctranslate2"], ids=["over-onnx", "over-ctranslate2"])
+@pytest.mark.parametrize("kind", ["onnx", "ctranslate2"])
+def test_an_export_over_another_models_export_is_the_export_into_an_empty_folder(
+    exports, export_translations, other_model, tmp_path, kind, earlier
+):
+    folder = tmp_path / "export"
+    shutil.copytree(exports["a", earlier], folder)
+    command = ["--model", str(other_model), "--output_dir", str(folder), "--quantization", "float32", "--overwrite"]
+    succeeded(run_command(f"export-{kind}", *command, timeout=300))
+    assert translation(folder, kind) == export_translations["b", kind]
+    assert folder_digest(folder) == folder_digest(exports["b", kind])
+    assert export_translations["b", kind] != export_translations["a", kind]  # else this test could not fail
+
+
+def page_translation(page: Path, config) -> list[str]:
+    """What the page translates SENTENCES to, computed in onnxruntime: translate.js takes the `_quantized` graphs
+    (q8) where model/onnx has them, else the float32 ones. `config`: the model's (the page has transformers.js's)."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from hf_tiny_transformer.serving.files import ENCODER, QUANTIZED
+    from hf_tiny_transformer.serving.onnx import OnnxSeq2SeqLM, sessions
+    from hf_tiny_transformer.serving.translator import TransformersTranslator
+
+    folder = page / "model"
+    model = OnnxSeq2SeqLM(config, *sessions(folder, int8=(folder / f"{ENCODER}{QUANTIZED}.onnx").is_file()))
+    model.generation_config = GenerationConfig.from_pretrained(folder)
+    return TransformersTranslator(model, AutoTokenizer.from_pretrained(folder)).translate([SENTENCES], num_beams=1)
+
+
+def test_a_page_over_another_models_page_is_the_page_written_into_an_empty_folder(
+    exports, trained_demo_model, tmp_path
+):
+    from hf_tiny_transformer import TinyTransformerConfig
+    from hf_tiny_transformer.serving.browser import VENDOR
+
+    if not all(path.is_file() for path in VENDOR.values()):
+        pytest.skip("the page's npm libraries are not installed")
+    pages = {name: tmp_path / name for name in ("a", "b", "overwritten")}
+    for name, export in (("a", exports["a", "onnx"]), ("b", exports["b", "onnx"])):
+        succeeded(run_command("browser-page", "--model", str(export), "--output_dir", str(pages[name])))
+    shutil.copytree(pages["a"], pages["overwritten"])
+    command = ["--model", str(exports["b", "onnx"]), "--output_dir", str(pages["overwritten"]), "--overwrite"]
+    succeeded(run_command("browser-page", *command))
+    config = TinyTransformerConfig.from_pretrained(trained_demo_model)  # model B's too
+    translated = {name: page_translation(page, config) for name, page in pages.items()}
+    assert translated["overwritten"] == translated["b"]
+    assert folder_digest(pages["overwritten"]) == folder_digest(pages["b"])
+    assert translated["b"] != translated["a"]  # else this test could not fail
+
+
+def small_checkpoint(folder: Path, seed: int, tokenizer) -> str:
+    """A tiny model and its tokenizer saved with save_pretrained, as a checkpoint of a run holds them."""
+    tiny_model(seed, vocab_size=len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_an_average_over_an_earlier_average_is_the_average_written_into_an_empty_folder(tokenizer, tmp_path):
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_tiny_transformer import model_card
+
+    first = [small_checkpoint(tmp_path / "first" / f"checkpoint-{seed}", seed, tokenizer) for seed in (1, 2)]
+    second = [small_checkpoint(tmp_path / "second" / f"checkpoint-{seed}", seed, tokenizer) for seed in (3, 4)]
+    averaged, fresh = tmp_path / "averaged", tmp_path / "fresh"
+    succeeded(run_script("average_checkpoints.py", "--checkpoints", *first, "--output_dir", str(averaged)))
+    # the card a person adds to push the first average (push-to-hub needs one), with that average's scores
+    first_model = AutoModelForSeq2SeqLM.from_pretrained(averaged)
+    model_card(first_model, source_lang="en", target_lang="ja", training_data="x", metrics={"bleu": 12.3}).save(
+        averaged / "README.md"
+    )
+    first_translation = translation(averaged)
+    succeeded(
+        run_script("average_checkpoints.py", "--checkpoints", *second, "--output_dir", str(averaged), "--overwrite")
+    )
+    succeeded(run_script("average_checkpoints.py", "--checkpoints", *second, "--output_dir", str(fresh)))
+    assert translation(averaged) == translation(fresh)
+    assert folder_digest(averaged) == folder_digest(fresh)
+    assert translation(fresh) != first_translation  # else this test could not fail
+
+
+def test_a_hub_folder_saved_into_a_clone_of_another_models_repository_keeps_only_its_history(
+    trained_demo_model, other_model, exports, tmp_path
+):
+    """save_for_hub (train.py's hub folder) into a clone of the user's Hub repository of model A, which also holds
+    A's ONNX graphs (onnx/, as repositories for transformers.js do): the folder B's save writes into an empty one,
+    and the clone's history and LFS rules."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_tiny_transformer import model_card, save_for_hub
+
+    clone, fresh = tmp_path / "clone", tmp_path / "fresh"
+    shutil.copytree(trained_demo_model, clone)
+    shutil.copytree(exports["a", "onnx"] / "onnx", clone / "onnx")
+    (clone / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n")
+    commit_everything(clone, "model A")
+    history = folder_digest(clone / ".git")
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(other_model), AutoTokenizer.from_pretrained(other_model)
+    card = model_card(model, source_lang="en", target_lang="ja", training_data="the demo corpus")
+    save_for_hub(model, tokenizer, clone, card)
+    save_for_hub(model, tokenizer, fresh, card)
+    assert translation(clone) == translation(fresh)
+    written = {name: digest for name, digest in folder_digest(clone).items() if not name.startswith(".git")}
+    assert written == folder_digest(fresh)
+    assert folder_digest(clone / ".git") == history and git_log(clone) == ["model A"]
+    assert (clone / ".gitattributes").read_text() == "*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
+    assert translation(fresh) != translation(trained_demo_model)  # else this test could not fail
+
+
+def test_a_space_saved_into_a_clone_of_an_earlier_space_keeps_only_its_history(text_model, tokenizer, tmp_path):
+    """A Space written by an older version of the package holds a module this one lacks: it goes."""
+    from hf_tiny_transformer import model_card
+    from hf_tiny_transformer.hub import save_space
+
+    card = model_card(text_model, source_lang="en", target_lang="ja", training_data="none")
+    space, fresh = save_space(text_model, tokenizer, tmp_path / "space", card), tmp_path / "fresh"
+    (space / "hf_tiny_transformer" / "removed_module.py").write_text('"""A module of an older version."""\n')
+    commit_everything(space, "an earlier Space")
+    history = folder_digest(space / ".git")
+    save_space(text_model, tokenizer, space, card)
+    save_space(text_model, tokenizer, fresh, card)
+    written = {name: digest for name, digest in folder_digest(space).items() if not name.startswith(".git")}
+    assert written == folder_digest(fresh)
+    assert folder_digest(space / ".git") == history and git_log(space) == ["an earlier Space"]
