@@ -9,8 +9,13 @@ existing model there is replaced only with --overwrite. `train.py --average_chec
 of a run and makes the average the run's final model.
 """
 
+import signal
 import sys
 from pathlib import Path
+
+# Ctrl-C while the libraries below import: exit status 130 without a traceback (run() reports a later one in a line)
+if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, lambda signal_number, frame: sys.exit(130))
 
 from hf_tiny_transformer.commands.shared import check_output, run, trust_remote_code_argument
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, about, at_least, first_line

@@ -15,9 +15,14 @@ at all.
 """
 
 import json
+import signal
 import sys
 import time
 from pathlib import Path
+
+# Ctrl-C while the libraries below import: exit status 130 without a traceback (run() reports a later one in a line)
+if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, lambda signal_number, frame: sys.exit(130))
 
 from hf_tiny_transformer.commands.shared import (
     check_output,

@@ -9,10 +9,15 @@ folder, written all or nothing. Needs `git`.
 """
 
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+# Ctrl-C while the libraries below import: exit status 130 without a traceback (run() reports a later one in a line)
+if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, lambda signal_number, frame: sys.exit(130))
 
 from hf_tiny_transformer.commands.shared import check_output, run
 from hf_tiny_transformer.data.files import read_aligned

@@ -1,16 +1,21 @@
 """What every command shares (the `tiny-transformer` subcommands and the training scripts): the runner that turns
-a UsageError into one line and exit status 2, the output guard every command that writes runs before any work,
-and the flags several commands take.
+a UsageError into one line and exit status 2, Ctrl-C into one line and 130, and a full disk into one line naming
+the output and 1; the output guard every command that writes runs before any work; and the flags several commands
+take.
 """
 
 import argparse
 import contextlib
+import contextvars
+import errno
 import logging
 import os
 import re
+import signal
 import statistics
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Literal
@@ -19,28 +24,68 @@ from ..errors import UsageError, about, first_line
 
 CHECKPOINT = re.compile(r"checkpoint-\d+")
 StrPath = str | os.PathLike
+FULL_DISK = {errno.ENOSPC: "no space is left on its disk", errno.EDQUOT: "your disk quota there is used up"}
+# The outputs the running command has checked (check_output), `--flag path` each: what a full disk is reported
+# against, since a write's error names no file.
+_checked_outputs: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("checked_outputs", default=None)
 
 
 def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None, prog: str | None = None) -> int:
-    """Call `main(argv)`; a UsageError is written as one line on stderr (`prog: the problem; the fix`), with exit
-    code 2. The libraries' own progress bars (loading weights, downloads) show only when stderr is a terminal: in
-    a file or CI their carriage returns would make the log unreadable."""
+    """Call `main(argv)` and return its exit status. A UsageError is written as one line on stderr (`prog: the
+    problem; the fix`), exit status 2; Ctrl-C anywhere in it, the imports it makes included, as `prog: interrupted`,
+    130; a full disk or quota while writing as one line naming the output, 1. The libraries' own progress bars
+    (loading weights, downloads) show only when stderr is a terminal: in a file or CI their carriage returns would
+    make the log unreadable."""
     prog = prog or Path(sys.argv[0]).name
-    if not sys.stderr.isatty():
-        import datasets
-        from transformers.utils import logging as transformers_logging
-
-        transformers_logging.disable_progress_bar()
-        datasets.disable_progress_bars()
+    this_run = _checked_outputs.set([])
     try:
+        _interrupt_as_an_exception()
+        if not sys.stderr.isatty():
+            _hide_progress_bars()
         return main(argv) or 0
     except UsageError as error:
-        with command_output(sys.stderr) as output:
-            output.error(f"{prog}: {first_line(error)}")
-        return 2
+        return _failed(prog, first_line(error), 2)
+    except KeyboardInterrupt:
+        return _failed(prog, "interrupted", 130)
     except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to write
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as error:
+        if error.errno not in FULL_DISK:
+            raise
+        return _failed(prog, _full_disk_problem(error), 1)
+    finally:
+        _checked_outputs.reset(this_run)
+
+
+def _interrupt_as_an_exception():
+    """Ctrl-C raises KeyboardInterrupt (Python's default), so that saves in progress clean up and the runner reports
+    it: a training script ends on it without a word while its libraries import (see its first lines). Where it is
+    ignored (a background job of a script) it stays ignored; only the main thread may set a handler."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _hide_progress_bars():
+    """The libraries' progress bars off (a run whose stderr is a file or a pipe)."""
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+
+
+def _failed(prog: str, problem: str, status: int) -> int:
+    """Write `prog: problem` as the one line on stderr; return the exit status."""
+    with command_output(sys.stderr) as output:
+        output.error(f"{prog}: {problem}")
+    return status
+
+
+def _full_disk_problem(error: OSError) -> str:
+    """A full disk or quota, said of the outputs the command checked, else of the file the error names."""
+    place = ", ".join(_checked_outputs.get() or []) or error.filename or "the output"
+    return f"{place}: {FULL_DISK[error.errno]}; free space there or choose another place"
 
 
 @contextlib.contextmanager
@@ -84,7 +129,7 @@ def _can_create_file(folder: Path) -> bool:
     if not os.access(folder, os.W_OK | os.X_OK):
         return False
     try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+        with tempfile.TemporaryFile(dir=folder, prefix=".write-check-"):  # no name where O_TMPFILE works: no leftover
             return True
     except OSError:
         return False
@@ -157,6 +202,8 @@ def check_output(
     )
     if problem:
         raise UsageError(f"{flag} {path}{problem}")
+    if (outputs := _checked_outputs.get()) is not None:
+        outputs.append(f"{flag} {path}")
     return path
 
 

@@ -1,0 +1,310 @@
+"""What every command shares (hf_tiny_transformer.commands.shared): the runner, and the output guard.
+
+The runner: Ctrl-C anywhere in a command (its imports, model loading, an export) and a full disk are one line and an
+exit status, never a traceback, and an interrupted or failed save leaves nothing behind. The output guard every
+command runs before any work (check_output): a destination that is, holds or lies inside an input, an existing model
+or checkpoints (unless asked), the wrong kind or place, or a place that cannot be written is one line naming the
+flag, the problem and the fix; its write check leaves no file behind, even when killed.
+"""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command
+from hf_tiny_transformer.commands import shared as cli
+from hf_tiny_transformer.commands.shared import check_output, check_report, run
+from hf_tiny_transformer.errors import UsageError
+
+
+def write_files(folder: Path, files: dict[str, str]):
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+
+
+def refusal(path, **options) -> str:
+    """The one-line message check_output raises for `path`."""
+    with pytest.raises(UsageError) as raised:
+        check_output(path, flag="--out", **options)
+    message = str(raised.value)
+    assert message.startswith("--out ") and "\n" not in message
+    return message
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    """A training run: two checkpoints, a model folder and a source file."""
+    for name in ("checkpoint-1", "checkpoint-2", "model"):
+        write_files(tmp_path / "run" / name, {"config.json": "{}", "model.safetensors": "weights"})
+    (tmp_path / "source.txt").write_text("a sentence\n")
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize(
+    "output, kind, inputs, fragment",
+    [
+        ("source.txt", "file", ["source-link.txt"], "is also an input (source-link.txt)"),
+        ("run/checkpoint-2", "folder", ["run/checkpoint-1", "run/checkpoint-2"], "is also an input (run/checkpoint-2)"),
+        ("run", "folder", ["run/checkpoint-1"], "holds the input run/checkpoint-1, which the save would replace"),
+        ("run", "folder", ["source.txt", "run/model/config.json"], "holds the input run/model/config.json"),
+        ("run/model/export", "folder", ["run/model"], "lies inside the input folder run/model, which is being read"),
+        ("run/model/hypotheses.txt", "file", ["run/model"], "lies inside the input folder run/model"),
+    ],
+)
+def test_an_output_that_overlaps_an_input_is_refused(run_dir, monkeypatch, output, kind, inputs, fragment):
+    monkeypatch.chdir(run_dir.parent)
+    os.link("source.txt", "source-link.txt")  # the same file under another name
+    assert fragment in refusal(output, kind=kind, inputs=[None, "Helsinki-NLP/opus-mt-en-jap", *inputs])
+
+
+@pytest.mark.parametrize("folder", ["run", "run/model", "run/weights-only"])
+def test_a_folder_holding_a_model_or_checkpoints_is_replaced_only_when_asked(run_dir, folder):
+    write_files(run_dir / "weights-only", {"model-00001-of-00002.safetensors": "weights"})
+    message = refusal(run_dir.parent / folder, kind="folder", overwrite_fix="pass --overwrite_output_dir to replace it")
+    assert "already holds a model or checkpoints; pass --overwrite_output_dir to replace it" in message
+    assert check_output(run_dir.parent / folder, kind="folder", flag="--out", overwrite=True) == run_dir.parent / folder
+
+
+def test_an_existing_output_file_is_replaced_as_any_command_replaces_its_output(run_dir):
+    """Only models and checkpoints need --overwrite; a file of translations or pictures is simply written anew."""
+    source = run_dir.parent / "source.txt"
+    assert check_output(source, kind="file", flag="--out") == source
+
+
+def test_new_outputs_and_folders_without_a_model_pass(tmp_path):
+    write_files(tmp_path / "data", {"train.en": "text"})
+    assert check_output(tmp_path / "data", kind="folder", flag="--out") == tmp_path / "data"
+    assert check_output(tmp_path / "new" / "deeper", kind="folder", flag="--out") == tmp_path / "new" / "deeper"
+    assert check_output(tmp_path / "out.txt", kind="file", flag="--out") == tmp_path / "out.txt"
+
+
+def test_an_output_of_the_wrong_kind_or_place_is_refused(tmp_path):
+    (tmp_path / "file.txt").write_text("text")
+    assert f"{tmp_path} is a folder; pass a file name, e.g. {tmp_path / 'output.txt'}" in refusal(tmp_path, kind="file")
+    assert "file.txt is a file; pass a folder name" in refusal(tmp_path / "file.txt", kind="folder")
+    missing = tmp_path / "missing" / "out.txt"
+    message = refusal(missing, kind="file")
+    assert f"the folder {missing.parent} does not exist; create it first (mkdir -p {missing.parent})" in message
+    for kind in ("file", "folder"):
+        message = refusal(tmp_path / "file.txt" / "sub" / "out", kind=kind)
+        assert f"{tmp_path / 'file.txt'} is a file, not a folder; pass a path inside a folder" in message
+
+
+def test_a_benchmarks_report_gets_its_missing_folders_but_no_other_leniency(tmp_path):
+    """A report under runs/speed/ on a fresh clone (no runs/ yet) passes with its folders made; a folder, or a path
+    under a file, is refused as check_output refuses it, and nothing is made there."""
+    report = tmp_path / "runs" / "speed" / "report.json"
+    assert check_report(report) == report and report.parent.is_dir() and not report.exists()
+    with pytest.raises(UsageError, match=f"^--output {tmp_path} is a folder; pass a file name"):
+        check_report(tmp_path)
+    (tmp_path / "file.txt").write_text("text")
+    under_a_file = tmp_path / "file.txt" / "speed" / "report.json"
+    with pytest.raises(UsageError, match=f"{tmp_path / 'file.txt'} is a file, not a folder; pass a path inside"):
+        check_report(under_a_file)
+    assert (tmp_path / "file.txt").read_text() == "text"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in read-only folders; the monkeypatched tests cover it")
+def test_a_read_only_place_is_refused(tmp_path):
+    (tmp_path / "locked").mkdir(mode=0o555)
+    (tmp_path / "out.txt").write_text("text")
+    (tmp_path / "out.txt").chmod(0o444)
+    assert "cannot write in" in refusal(tmp_path / "locked" / "new" / "model", kind="folder")
+    assert "out.txt is read-only" in refusal(tmp_path / "out.txt", kind="file", overwrite=True)
+
+
+def test_a_place_os_access_denies_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "out.txt").write_text("text")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path / "out.txt" and real_access(path, mode))
+    assert "out.txt is read-only; choose another file or chmod u+w it" in refusal(
+        tmp_path / "out.txt", kind="file", overwrite=True
+    )
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    message = refusal(tmp_path / "new" / "model", kind="folder")
+    assert f"cannot write in {tmp_path} (permission denied); choose another place or chmod u+w it" in message
+
+
+def test_a_place_where_creating_a_file_fails_is_refused(tmp_path, monkeypatch):
+    """os.access can say yes where writing fails (a read-only mount, ACLs): a real file is tried."""
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(cli.tempfile, "TemporaryFile", refuse)
+    assert f"cannot write in {tmp_path} (permission denied)" in refusal(tmp_path / "out.txt", kind="file")
+
+
+def test_a_kill_during_the_write_check_leaves_no_file(tmp_path):
+    """The write check's file never has a name (O_TMPFILE): a process killed right after creating it leaves nothing
+    beside the destination."""
+    folder = tmp_path / "place"
+    folder.mkdir()
+    pid = os.fork()
+    if pid == 0:  # the child: killed the moment the check's file exists
+        real_open = os.open
+
+        def killed_after_creating(path, flags, *args, **kwargs):
+            descriptor = real_open(path, flags, *args, **kwargs)
+            if folder in (Path(path), Path(path).parent):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return descriptor
+
+        os.open = killed_after_creating
+        try:
+            check_output(folder / "out.txt", kind="file", flag="--out")
+        finally:
+            os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGKILL
+    assert list(folder.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The runner: Ctrl-C, and a full disk
+# ---------------------------------------------------------------------------------------------------------------
+
+IMPORT_TIME = "import time:"  # the start of each line PYTHONPROFILEIMPORTTIME writes on stderr, a line a module
+
+
+def imported(module: str) -> Callable[[list[str]], bool]:
+    """Whether a process's stderr lines so far show that it has imported `module`."""
+    return lambda lines: any(line.startswith(IMPORT_TIME) and line.split("|")[-1].strip() == module for line in lines)
+
+
+def collect(stream, lines: list[str]):
+    """Append each line of `stream` to `lines` as it comes, until the stream ends."""
+    for line in stream:
+        lines.append(line)
+
+
+def interrupted(command: list[str], ready: Callable[[list[str]], bool], cwd: Path) -> ScriptResult:
+    """Start `command` in a fresh process as a shell does (standard input open and never written), press Ctrl-C
+    (SIGINT) once `ready(its stderr lines so far)` holds, and say how it ended. The process reports each module it
+    imports (PYTHONPROFILEIMPORTTIME: where it is); those lines are left out of the stderr returned."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "HF_HUB_OFFLINE": "1"}
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    process = subprocess.Popen(command, cwd=cwd, env=env, text=True, **pipes)
+    output: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    readers = [threading.Thread(target=collect, args=(getattr(process, name), output[name])) for name in output]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + 300
+    try:
+        while not ready(output["stderr"]):
+            assert process.poll() is None, f"it ended before the moment: {''.join(output['stderr'])[-3000:]}"
+            assert time.monotonic() < deadline, "the moment never came"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+        process.wait()
+        for reader in readers:
+            reader.join()
+        process.stdin.close()
+    stderr = "".join(line for line in output["stderr"] if not line.startswith(IMPORT_TIME))
+    return ScriptResult(process.returncode, "".join(output["stdout"]), stderr)
+
+
+def assert_interrupted(result: ScriptResult, prog: str):
+    """Exit status 130 and one line on stderr, `{prog}: interrupted`: no traceback."""
+    assert (result.returncode, result.stderr.strip()) == (130, f"{prog}: interrupted"), result.stderr[-3000:]
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_exit_status_130(capsys):
+    def main(argv):
+        raise KeyboardInterrupt
+
+    assert run(main, [], prog="tool") == 130
+    assert capsys.readouterr().err == "tool: interrupted\n"
+
+
+@pytest.mark.parametrize(
+    "moment",
+    ["hf_tiny_transformer.commands", "hf_tiny_transformer.serving.engines"],
+    ids=["while-importing-its-libraries", "while-loading-the-model"],
+)
+def test_ctrl_c_while_translate_starts_is_one_line(trained_demo_model, tmp_path, moment):
+    """Pressed once the command's package is imported (the runner then imports the libraries it needs: datasets,
+    the engines), and once the engines are (the model is then loaded): the installed command, in a fresh process."""
+    command = [TINY_TRANSFORMER, "translate", "--model", str(trained_demo_model)]
+    assert_interrupted(interrupted(command, imported(moment), tmp_path), "tiny-transformer translate")
+
+
+@pytest.mark.parametrize("moment", ["loading", "writing"])
+def test_ctrl_c_during_export_onnx_is_one_line_and_leaves_nothing(trained_demo_model, tmp_path, moment):
+    """Pressed as the model is loaded (once the loader is imported), and as the export is written (once its staging
+    folder exists): one line, and no export and no staging folder left."""
+    pytest.importorskip("onnxscript")
+    place = tmp_path / "exports"
+    place.mkdir()
+    ready = {
+        "loading": imported("hf_tiny_transformer.loading"),
+        "writing": lambda lines: any(place.glob(".onnx.saving-*")),
+    }[moment]
+    command = [TINY_TRANSFORMER, "export-onnx", "--model", str(trained_demo_model), "--output_dir", str(place / "onnx")]
+    assert_interrupted(interrupted(command, ready, tmp_path), "tiny-transformer export-onnx")
+    assert list(place.iterdir()) == []
+
+
+@pytest.mark.parametrize("script", sorted(path.name for path in (ROOT / "training").glob("*.py")))
+def test_ctrl_c_while_a_training_script_imports_its_libraries_exits_130_without_a_traceback(tmp_path, script):
+    """Pressed once torch is imported (the script's own imports of transformers and this package then go on):
+    exit status 130 and nothing on stderr; the script's runner reports a later Ctrl-C in a line, as the commands'
+    does."""
+    result = interrupted([sys.executable, str(ROOT / "training" / script), "--help"], imported("torch"), tmp_path)
+    assert (result.returncode, result.stderr) == (130, ""), result.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    "code, problem",
+    [(errno.ENOSPC, "no space is left on its disk"), (errno.EDQUOT, "your disk quota there is used up")],
+)
+def test_a_full_disk_names_the_output_the_command_checked(tmp_path, capsys, code, problem):
+    """A write's error names no file: the runner names the output the command checked before its work."""
+
+    def main(argv):
+        check_output(tmp_path / "out", kind="folder", flag="--output_dir")
+        raise OSError(code, os.strerror(code))
+
+    assert run(main, [], prog="tool") == 1
+    fix = "free space there or choose another place"
+    assert capsys.readouterr().err == f"tool: --output_dir {tmp_path / 'out'}: {problem}; {fix}\n"
+
+
+def test_a_full_disk_names_the_file_the_error_names_where_no_output_was_checked(tmp_path, capsys):
+    def main(argv):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "cache" / "file"))
+
+    assert run(main, [], prog="tool") == 1
+    message = f"tool: {tmp_path / 'cache' / 'file'}: no space is left on its disk; free space there or choose"
+    assert capsys.readouterr().err.startswith(message)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A folder on a tmpfs of 64 KiB (mounting one needs root)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("mounting a small tmpfs needs root; test_a_full_disk_names_the_output_... covers the message")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_an_export_to_a_full_disk_is_one_line_naming_the_destination_and_leaves_nothing(trained_demo_model, small_disk):
+    pytest.importorskip("ctranslate2")
+    output = small_disk / "ct2"
+    result = run_command("export-ctranslate2", "--model", str(trained_demo_model), "--output_dir", str(output))
+    fix = "free space there or choose another place"
+    assert_one_line_error(result, f"--output_dir {output}: no space is left on its disk; {fix}", code=1)
+    assert list(small_disk.iterdir()) == []
