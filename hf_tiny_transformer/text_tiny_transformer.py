@@ -2,6 +2,9 @@
 page) does with the texts it is given, so that they all behave the same.
 
 - Texts are checked (a string or a list of strings) and so are the generation settings (`generation_settings`).
+- Invisible characters are removed before anything else (`remove_invisible_characters`): format characters (zero-width
+  space and joiners, bidi controls, byte-order marks, tags...), variation selectors and control characters other than
+  tab and the line ends show nothing, yet each reaches the model as byte tokens that can change the translation.
 - A text is translated line by line and sentence by sentence, as the models were trained (given two sentences at
   once they can drop one); a sentence too long on its own is cut into pieces (`segments`); the translations are put
   back in order (`join`):
@@ -25,6 +28,17 @@ from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
+# What `remove_invisible_characters` removes: the format characters (Unicode category Cf, as of Unicode 17.0), the
+# variation selectors, and the control characters (Cc) other than tab, line feed, vertical tab, form feed and carriage
+# return; the browser page (browser/text.js) removes the same. Written out so that importing stays fast;
+# tests/test_text.py checks the ranges against unicodedata.
+_INVISIBLE = re.compile(
+    r"[\x00-\x08\x0e-\x1f\x7f-\x9f"  # Cc
+    r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    r"\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    r"\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"  # Cf
+    r"\ufe00-\ufe0f\U000e0100-\U000e01ef]"  # variation selectors
+)
 _OPENING, _CLOSING = "「『（【〈《", "」』）】〉》"
 # Where a too-long sentence is best cut: after a clause mark (a half-width one only before a space, so 1,000 stays
 # whole), else after a space.
@@ -49,6 +63,12 @@ class Segment:
 
     text: str
     line_breaks: int = 0
+
+
+def remove_invisible_characters(text: str) -> str:
+    """`text` without the characters that show nothing (see _INVISIBLE), since the model reads them all the same: a
+    zero-width space in "I like green tea." made it "I do not like green tea"."""
+    return _INVISIBLE.sub("", text)
 
 
 def sentences(text: str, lang: str) -> list[str]:
@@ -125,8 +145,9 @@ def _best_cut(prefix: str) -> int:
 def segments(text: str, lang: str, count_tokens: Callable[[str], int], max_tokens: int) -> list[Segment]:
     """The pieces of `text` to translate: the sentences of each line, a sentence too long cut further.
 
-    Lines keep their place (`Segment.line_breaks`); blank lines at the start and end, and whitespace around each
-    line, are dropped. Empty or whitespace-only text gives no segments.
+    Invisible characters are removed first (`remove_invisible_characters`). Lines keep their place
+    (`Segment.line_breaks`); blank lines at the start and end, and whitespace around each line, are dropped. Empty or
+    whitespace-only text gives no segments.
 
     Args:
         text: the source text, one paragraph per line.
@@ -136,6 +157,7 @@ def segments(text: str, lang: str, count_tokens: Callable[[str], int], max_token
     """
     result: list[Segment] = []
     line_breaks = 0
+    text = remove_invisible_characters(text)
     for line in text.split("\n"):  # "\n" only: a lone carriage return or form feed inside a line stays in it
         for piece in _line_pieces(line.strip(), lang, count_tokens, max_tokens):
             result.append(Segment(piece, line_breaks if result else 0))
@@ -250,7 +272,7 @@ def translate_in_pieces(
     """Translate `texts` sentence by sentence (see `segments`); one list of translations per text.
 
     Args:
-        texts: the source texts; empty ones give "".
+        texts: the source texts (invisible characters are removed, as `segments` does); empty ones give "".
         translate_pieces: translates a list of pieces at once, giving one list of sequences per piece (one
             sequence, or several with num_return_sequences); sequence k of a text is made of each piece's k-th.
         count_tokens: tokens of a text as the model sees it (special tokens included).
@@ -258,6 +280,7 @@ def translate_in_pieces(
         source_lang, target_lang: language codes; guessed from the script when None.
         casing: English casing of the output; None: when the target language is English.
     """
+    texts = [remove_invisible_characters(text) for text in texts]  # here too: the warning counts their tokens
     plans = [segments(text, source_lang or guess_language(text), count_tokens, max_tokens) for text in texts]
     split = sum(any(count_tokens(line) > max_tokens for line in text.split("\n")) for text in texts)
     if split:

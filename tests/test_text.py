@@ -1,11 +1,27 @@
-"""Text around the model: sentence splitting, hard splits, segments and join, English casing."""
+"""Text around the model: sentence splitting, hard splits, segments and join, English casing; invisible characters,
+which no front door lets change a translation; the encodings text files are read in."""
 
+import codecs
+import logging
 import sys
 import unicodedata
 
 import pytest
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_tiny_transformer.text_tiny_transformer import Segment, english_casing, hard_split, join, segments, sentences
+from conftest import assert_one_line_error, run_command, run_script
+from hf_tiny_transformer.data.files import read_lines
+from hf_tiny_transformer.errors import UsageError
+from hf_tiny_transformer.text_tiny_transformer import (
+    Segment,
+    english_casing,
+    hard_split,
+    join,
+    remove_invisible_characters,
+    segments,
+    sentences,
+    translate_in_pieces,
+)
 
 
 def count_words(text: str) -> int:
@@ -205,3 +221,194 @@ def test_join_refuses_a_wrong_number_of_translations():
 def test_english_casing(text, expected):
     assert english_casing(text) == expected
     assert english_casing(expected) == expected
+
+
+# Invisible characters: one of each kind; each, put into "I like green tea.", changed the demo model's translation.
+INVISIBLE = {
+    "zero-width space": "\u200b",
+    "zero-width non-joiner": "\u200c",
+    "zero-width joiner": "\u200d",
+    "word joiner": "\u2060",
+    "Mongolian vowel separator": "\u180e",
+    "variation selector": "\ufe0f",
+    "supplementary variation selector": "\U000e0100",
+    "tag characters": "\U000e0001\U000e0020\U000e0041\U000e007f",
+    "bidi embeddings and overrides": "\u202a\u202b\u202c\u202d\u202e",
+    "bidi marks": "\u200e\u200f\u061c",
+    "bidi isolates": "\u2066\u2067\u2068\u2069",
+    "byte-order mark inside a line": "\ufeff",
+    "soft hyphen": "\u00ad",
+    "NUL": "\0",
+    "other control characters": "\x01\x1b\x7f\x9b",
+}
+PLAIN = "I like green tea."
+
+
+def with_invisible(characters: str) -> str:
+    return f"I{characters} like green tea.{characters}{characters}"
+
+
+def invisible_by_the_rule(char: str) -> bool:
+    """The rule, from the Unicode database: a format character (Cf), a variation selector, or a control character
+    (Cc) other than tab, line feed, vertical tab, form feed and carriage return."""
+    category, code = unicodedata.category(char), ord(char)
+    variation_selector = 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+    return category == "Cf" or variation_selector or (category == "Cc" and char not in "\t\n\v\f\r")
+
+
+def test_the_invisible_characters_are_exactly_those_of_the_rule():
+    """The written-out ranges against this Python's Unicode database, every code point; the code points it does not
+    assign yet that they hold are the Egyptian hieroglyph format controls a newer Unicode added."""
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    kept = set(remove_invisible_characters(every))
+    removed = {char for char in every if char not in kept}
+    newer = {chr(code) for code in range(0x13439, 0x13440) if unicodedata.category(chr(code)) == "Cn"}
+    assert removed == {char for char in every if invisible_by_the_rule(char)} | newer
+
+
+def test_whitespace_and_visible_text_are_kept():
+    text = "\tI like\u00a0green tea.\v\f\r\n私は緑茶が好きです。\u3000👍🏽 e\u0301 \U0001f469\u200d\U0001f4bb"
+    assert remove_invisible_characters(text) == text.replace("\u200d", "")
+    assert remove_invisible_characters(with_invisible("".join(INVISIBLE.values()))) == PLAIN
+
+
+def test_segments_and_translations_in_pieces_ignore_invisible_characters(caplog):
+    """Whole lines that fit without their invisible characters are translated whole and without a warning."""
+    hostile = "\ufeffI\u200b like green tea.\u202e She reads\u2060 books.\0\0\n\u200b\n\x00Bye.\ufe0f"
+    clean = "I like green tea. She reads books.\n\nBye."
+    assert segments(hostile, "en", count_words, 4) == segments(clean, "en", count_words, 4)
+
+    def echo(pieces):
+        return [[piece.upper()] for piece in pieces]
+
+    with caplog.at_level(logging.WARNING):
+        translated = translate_in_pieces([hostile], echo, len, max_tokens=len("I like green tea. She reads books."))
+    assert translated == [[clean.upper()]] and not caplog.records
+
+
+ENGINES = ["pipeline", "transformers", "transformers, streamed", "ctranslate2", "onnx"]
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def hostile_translations(request, trained_demo_model, tmp_path_factory) -> dict[str, str]:
+    """The translations of "I like green tea." and of it with each kind of invisible character, by one engine of
+    the trained demo model (the exports in float32); one batch an engine."""
+    from hf_tiny_transformer import TranslationPipeline
+    from hf_tiny_transformer.serving.ctranslate2 import CTranslate2Translator, export_ctranslate2
+    from hf_tiny_transformer.serving.onnx import OnnxTranslator, export_onnx
+    from hf_tiny_transformer.serving.translator import TransformersTranslator
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
+    texts = [PLAIN] + [with_invisible(characters) for characters in INVISIBLE.values()]
+    folder = tmp_path_factory.mktemp("exports")
+    if request.param == "pipeline":
+        translations = [
+            result["translation_text"] for result in TranslationPipeline(model=model, tokenizer=tokenizer)(texts)
+        ]
+    elif request.param == "transformers":
+        translations = TransformersTranslator(model, tokenizer).translate(texts)
+    elif request.param == "transformers, streamed":
+        translator = TransformersTranslator(model, tokenizer)
+        translations = [list(translator.stream(text))[-1] for text in texts]
+    elif request.param == "ctranslate2":
+        export_ctranslate2(model, tokenizer, folder / "ct2")
+        translations = CTranslate2Translator(folder / "ct2", compute_type="float32").translate(texts)
+    else:
+        export_onnx(model, tokenizer, folder / "onnx")
+        translations = OnnxTranslator(folder / "onnx", compute_type="float32").translate(texts)
+    return dict(zip(["plain", *INVISIBLE], translations, strict=True))
+
+
+@pytest.mark.parametrize("kind", INVISIBLE)
+def test_invisible_characters_do_not_change_a_translation(hostile_translations, kind):
+    assert hostile_translations["plain"]  # a real translation
+    assert hostile_translations[kind] == hostile_translations["plain"]
+
+
+def test_the_demo_page_ignores_invisible_characters(trained_demo_model):
+    """A text of invisible characters only is an empty text (it was a crash: no piece to draw)."""
+    from hf_tiny_transformer.demo.app import Demo
+    from hf_tiny_transformer.loading import load_model_folder
+
+    demo = Demo(*load_model_folder(str(trained_demo_model)))
+    assert list(demo.translate_and_draw("\u200b\ufeff", "cross", 1)) == [("", None, "")]
+    assert demo.pieces(with_invisible("\u200b\u202e")) == [PLAIN]
+
+
+def test_attention_pictures_are_of_the_text_without_its_invisible_characters(trained_demo_model):
+    from hf_tiny_transformer.demo.visualization import attention_weights
+    from hf_tiny_transformer.loading import load_model_folder
+
+    model, tokenizer = load_model_folder(str(trained_demo_model))
+    plain = attention_weights(model, tokenizer, PLAIN)
+    hostile = attention_weights(model, tokenizer, with_invisible("\u200b\u2066"))
+    assert (hostile.source_tokens, hostile.target_text) == (plain.source_tokens, plain.target_text)
+    given = attention_weights(model, tokenizer, PLAIN, target=f"\ufeff{plain.target_text}\u200b\0")
+    assert given.target_tokens == plain.target_tokens
+
+
+def test_visualize_draws_the_text_without_its_invisible_characters(trained_demo_model, tmp_path):
+    model = str(trained_demo_model)
+    plain = run_command("visualize", "--model", model, "--source", PLAIN, "--output_dir", str(tmp_path / "plain"))
+    hostile = with_invisible("\u200b\u202e\0")
+    drawn = run_command("visualize", "--model", model, "--source", hostile, "--output_dir", str(tmp_path / "hostile"))
+    assert plain.returncode == drawn.returncode == 0, drawn.stderr[-2000:]
+    assert drawn.stdout.splitlines()[:2] == plain.stdout.splitlines()[:2]  # the tokens drawn, source and target
+    invisible_only = run_command(
+        "visualize", "--model", model, "--source", "\u200b", "--output_dir", str(tmp_path / "x")
+    )
+    assert_one_line_error(invisible_only, "--source is empty; pass a sentence")
+
+
+# Files: UTF-8, or the encoding a byte-order mark names; UTF-16 without a mark is refused.
+LINES = ["I eat cake.", "She reads books.", "私は緑茶が好きです。"]
+
+
+def encoded_with_its_mark(text: str, encoding: str) -> bytes:
+    mark = {"utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE}
+    mark |= {"utf-32-le": codecs.BOM_UTF32_LE, "utf-32-be": codecs.BOM_UTF32_BE}
+    return mark[encoding] + text.encode(encoding)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_a_file_is_read_in_the_encoding_its_byte_order_mark_names(tmp_path, encoding):
+    path = tmp_path / "sources.en"
+    path.write_bytes(encoded_with_its_mark("\n".join(LINES) + "\n", encoding))
+    assert read_lines(path) == LINES
+
+
+@pytest.mark.parametrize("encoding, name", [("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE")])
+def test_a_utf16_file_without_a_byte_order_mark_is_refused_with_the_fix(tmp_path, encoding, name):
+    path = tmp_path / "sources.en"
+    path.write_bytes("\n".join(LINES).encode(encoding))
+    with pytest.raises(UsageError) as error:
+        read_lines(path, "--source_file")
+    assert str(error.value) == (
+        f"--source_file {path} looks like {name} text without a byte-order mark; convert it to UTF-8, e.g. with "
+        f"iconv -f {name} -t UTF-8"
+    )
+
+
+def test_a_file_in_utf16_is_translated_as_in_utf8_and_without_a_mark_is_one_line(trained_demo_model, tmp_path):
+    references = tmp_path / "references.ja"
+    references.write_text("a\nb\nc\n", encoding="utf-8")
+    outputs = {}
+    for name, data in {
+        "utf-8": ("\n".join(LINES) + "\n").encode(),
+        "utf-16": encoded_with_its_mark("\n".join(LINES) + "\n", "utf-16-le"),
+    }.items():
+        (tmp_path / name).write_bytes(data)
+        result = run_script(
+            "evaluate_model.py", "--model", str(trained_demo_model), "--source_file", str(tmp_path / name),
+            "--reference_file", str(references), "--output_file", str(tmp_path / f"{name}.ja"),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        outputs[name] = (tmp_path / f"{name}.ja").read_text(encoding="utf-8")
+    assert outputs["utf-16"] == outputs["utf-8"] and len(outputs["utf-8"].splitlines()) == 3
+    (tmp_path / "no-mark").write_bytes("\n".join(LINES).encode("utf-16-le"))
+    refused = run_script(
+        "evaluate_model.py", "--model", str(trained_demo_model), "--source_file", str(tmp_path / "no-mark"),
+        "--reference_file", str(references),
+    )  # fmt: skip
+    assert_one_line_error(refused, f"--source_file {tmp_path / 'no-mark'} looks like UTF-16LE text", "iconv -f")

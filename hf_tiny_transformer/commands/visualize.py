@@ -16,6 +16,7 @@ from pathlib import Path
 from ..errors import ArgumentParser, UsageError, about
 from ..loading import load_model_folder
 from ..saving import replaced_file
+from ..text_tiny_transformer import remove_invisible_characters
 from .shared import check_output, trust_remote_code_argument
 
 
@@ -28,7 +29,10 @@ def parse_args(argv=None):
     trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
     for flag in ("source", "target"):
-        if getattr(args, flag) is not None and not getattr(args, flag).strip():
+        if getattr(args, flag) is None:
+            continue
+        setattr(args, flag, remove_invisible_characters(getattr(args, flag)))  # what the model will read
+        if not getattr(args, flag).strip():
             raise UsageError(f"--{flag} is empty; pass a sentence")
     args.output_dir = check_output(
         args.output_dir,

@@ -66,7 +66,7 @@ class Demo:
         attention in `layer` for its first piece as a picture, and a note when the text was split. A generator, as
         gradio streams one: the translation as it grows, token by token (greedy decoding; with beams, the final
         one), then the translation with the picture and the note."""
-        if not source.strip():
+        if not self.pieces(source):  # nothing but whitespace and invisible characters
             yield "", None, ""
             return
         translation = ""

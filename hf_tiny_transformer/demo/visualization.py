@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from ..modeling_tiny_transformer import sinusoidal_table
+from ..text_tiny_transformer import remove_invisible_characters
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,9 @@ def readable(tokens: list[str]) -> list[str]:
 
 def attention_weights(model, tokenizer, source: str, target: str | None = None, num_beams: int = 4) -> Attention:
     """Run the model on (source, target) and collect every layer's attention; target defaults to the model's
-    own translation of source."""
+    own translation of source. Invisible characters are removed first, as every front door does."""
+    source = remove_invisible_characters(source)
+    target = None if target is None else remove_invisible_characters(target)
     encoded = tokenizer(source, return_tensors="pt").to(model.device)
     if target is None:
         longest = min(64, model.config.max_position_embeddings - 1)
