@@ -8,18 +8,18 @@ Prints one translation per text (per line of standard input), in order. A text l
 is translated sentence by sentence and put back together (a line on stderr says so); a blank line gives a blank
 line. From standard input, lines are translated as they come: one at a time when a person types them, in batches of
 --batch_size from a file or a pipe, so that a file of any size is translated in constant memory. Lines end at "\\n"
-(or "\\r\\n") only, and a UTF-8 byte-order mark at the start is not text. With --stream (for a person at a terminal),
-each translation is printed as it grows, token by token.
+(or "\\r\\n") only. Standard input is UTF-8, or what a byte-order mark at its start says (UTF-16, UTF-32).
+Invisible characters (a zero-width space, a byte-order mark inside the text, NULs...) are not translated. With --stream
+(for a person at a terminal), each translation is printed as it grows, token by token.
 """
 
 import io
 import itertools
 import sys
 
+from ..data.files import BYTES_LOOKED_AT, UTF8, Encoding, encoding_of
 from ..errors import ArgumentParser, UsageError
 from .shared import decoding_arguments, decoding_limits, decoding_settings, engine_arguments, load_translator_from
-
-BYTE_ORDER_MARK = "\ufeff"
 
 
 def parse_args(argv=None):
@@ -37,10 +37,40 @@ def parse_args(argv=None):
     )
     engine_arguments(parser)
     args = parser.parse_args(argv)
+    for number, text in enumerate(args.text, 1):
+        check_utf8(text, f"text argument {number}")
     args.settings = decoding_settings(args)
     if args.stream and args.engine == "ctranslate2":
         raise UsageError("--stream works with --engine transformers or onnx; CTranslate2 translates whole sentences")
     return args
+
+
+def check_utf8(text: str, what: str):
+    """A UsageError naming `what` when `text` holds bytes that are not UTF-8: Python gives each such byte of an
+    argument as a lone surrogate (U+DC80..U+DCFF), which no tokenizer encodes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        byte = ord(text[error.start]) - 0xDC00
+        raise UsageError(
+            f"{what} holds a byte that is not UTF-8 (0x{byte:02x}); pass UTF-8 text, e.g. convert it with "
+            "iconv -t UTF-8"
+        ) from None
+
+
+def read_standard_input() -> Encoding:
+    """Set standard input to read text as it is written, and return its encoding: the one a byte-order mark at its
+    start names (peeked at, not consumed: the mark is an invisible character, which translating removes), UTF-8
+    without one; a UsageError when it looks like UTF-16 without a mark. A terminal is read as it is. Bytes not in the
+    encoding are an error, not text with surrogates in it; lines end at "\\n" only."""
+    if not isinstance(sys.stdin, io.TextIOWrapper):
+        return UTF8
+    if sys.stdin.isatty():  # a person types: nothing to peek at before the first line
+        sys.stdin.reconfigure(errors="strict", newline="\n")
+        return UTF8
+    encoding = encoding_of(sys.stdin.buffer.peek(BYTES_LOOKED_AT), "standard input")
+    sys.stdin.reconfigure(encoding=encoding.codec, errors="strict", newline="\n")
+    return encoding
 
 
 def print_growing(translations) -> None:
@@ -58,22 +88,16 @@ def print_growing(translations) -> None:
 
 
 def batches(lines, size: int):
-    """Lists of up to `size` lines, without their line ends (and without a byte-order mark before the first), as
-    they come."""
+    """Lists of up to `size` lines, without their line ends, as they come."""
     lines = (line.removesuffix("\n").removesuffix("\r") for line in lines)
-    first = True
     while batch := list(itertools.islice(lines, size)):
-        if first:
-            batch[0], first = batch[0].removeprefix(BYTE_ORDER_MARK), False
         yield batch
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     interactive = not args.text and sys.stdin.isatty()
-    if not args.text and isinstance(sys.stdin, io.TextIOWrapper):
-        # bytes that are not UTF-8 are an error, not text with surrogates in it; lines end at "\n" only
-        sys.stdin.reconfigure(errors="strict", newline="\n")
+    encoding = UTF8 if args.text else read_standard_input()
     translator = load_translator_from(args)
     if interactive:
         print("Type a text and press Enter (Ctrl-D to stop):", file=sys.stderr)
@@ -88,7 +112,7 @@ def main(argv=None) -> int:
                 else:
                     print("\n".join(translator.translate(batch, **args.settings)), flush=True)
     except UnicodeDecodeError:
-        raise UsageError("standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8") from None
+        raise UsageError(f"standard input is not {encoding.name} text; convert it, e.g. with iconv -t utf-8") from None
     except KeyboardInterrupt:
         return 130
     return 0

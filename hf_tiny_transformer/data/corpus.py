@@ -14,7 +14,7 @@ person types: Japanese without spaces, English with normal spacing and punctuati
 import re
 from pathlib import Path
 
-from .files import text_lines
+from .files import decoded, text_lines
 
 LATIN_OR_DIGIT = re.compile(r"[A-Za-z0-9]")
 ATTACH_LEFT = {".", ",", "!", "?", ";", ":", "...", ")", "%"}
@@ -76,7 +76,7 @@ def read_parallel(directory: str | Path, split: str, source_lang: str, target_la
             raise FileNotFoundError(
                 f"{path} does not exist; pass the folder that holds the corpus (make data fetches small_parallel_enja)"
             )
-        sides.append([prepare[lang](line) for line in text_lines(path.read_bytes().decode("utf-8"))])
+        sides.append([prepare[lang](line) for line in text_lines(decoded(path.read_bytes(), str(path)))])
     if len(sides[0]) != len(sides[1]):
         raise ValueError(
             f"{split}.{source_lang} has {len(sides[0])} lines but {split}.{target_lang} has {len(sides[1])}."

@@ -1,46 +1,102 @@
 """Text files a command reads: one line per sentence, line-aligned pairs, a JSON object of flags.
 
 Lines end at "\n" only (or "\r\n"), as `wc -l` counts them: a lone carriage return or form feed inside a line stays
-in it. A UTF-8 byte-order mark at the start is not text. Every problem (missing, a folder, unreadable, not UTF-8,
-empty, not aligned, not JSON) is a `UsageError` in one line that names the file and the fix.
+in it. Text is UTF-8, or what a byte-order mark at the start says (UTF-8, UTF-16 or UTF-32; the mark is not text).
+Every problem (missing, a folder, unreadable, not UTF-8, UTF-16 without a mark, empty, not aligned, not JSON) is a
+`UsageError` in one line that names the file and the fix.
 """
 
+import codecs
 import json
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import UsageError
 
-BYTE_ORDER_MARK = "\ufeff"
+
+class Encoding(NamedTuple):
+    """How a text is written: the byte-order mark it starts with (b"" for none), the codec that reads what follows,
+    and the encoding's name for people."""
+
+    mark: bytes
+    codec: str
+    name: str
+
+
+# UTF-32 LE's mark first: it starts with UTF-16 LE's.
+BYTE_ORDER_MARKS = (
+    Encoding(codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32"),
+    Encoding(codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32"),
+    Encoding(codecs.BOM_UTF8, "utf-8", "UTF-8"),
+    Encoding(codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16"),
+    Encoding(codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16"),
+)
+UTF8 = Encoding(b"", "utf-8", "UTF-8")
+BYTES_LOOKED_AT = 1024  # bytes at the start that tell UTF-16 without a mark
+
+
+def encoding_of(start: bytes, what: str) -> Encoding:
+    """The encoding of a text that begins with the bytes `start`: the one its byte-order mark names, else UTF-8; a
+    UsageError naming `what` ("--source_file a.txt", "standard input") when it looks like UTF-16 without a mark."""
+    for encoding in BYTE_ORDER_MARKS:
+        if start.startswith(encoding.mark):
+            return encoding
+    if utf16 := utf16_without_mark(start[:BYTES_LOOKED_AT]):
+        raise UsageError(
+            f"{what} looks like {utf16} text without a byte-order mark; convert it to UTF-8, e.g. with "
+            f"iconv -f {utf16} -t UTF-8"
+        )
+    return UTF8
+
+
+def utf16_without_mark(start: bytes) -> str | None:
+    """The encoding's name, UTF-16LE or UTF-16BE, when most pairs of bytes in `start` hold one NUL, always on the same
+    side, as ASCII written in UTF-16 does (and is valid UTF-8, NULs between its letters); else None."""
+    pairs = list(zip(start[0::2], start[1::2]))
+    little = sum(1 for first, second in pairs if first and not second)
+    big = sum(1 for first, second in pairs if second and not first)
+    if max(little, big) <= len(pairs) / 2:
+        return None
+    return "UTF-16LE" if little > big else "UTF-16BE"
+
+
+def decoded(data: bytes, what: str) -> str:
+    """The text the bytes `data` hold (see `encoding_of`); a UsageError naming `what` and the line when they are not
+    text in that encoding."""
+    encoding = encoding_of(data, what)
+    body = data[len(encoding.mark) :]
+    try:
+        return body.decode(encoding.codec)
+    except UnicodeDecodeError as error:
+        line = body[: error.start].decode(encoding.codec).count("\n") + 1
+        raise UsageError(
+            f"{what} is not {encoding.name} text (line {line}); convert it, e.g. with iconv -t utf-8"
+        ) from None
 
 
 def text_lines(text: str) -> list[str]:
-    """The lines of a text: split at "\n" only, a "\r" before it dropped, a leading byte-order mark dropped; a final
-    line end ends the last line (it starts no empty one)."""
-    lines = text.removeprefix(BYTE_ORDER_MARK).split("\n")
+    """The lines of a text: split at "\n" only, a "\r" before it dropped; a final line end ends the last line (it
+    starts no empty one)."""
+    lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
 
 
 def read_lines(path: str | os.PathLike, what: str = "file", holding: str = "one sentence per line") -> list[str]:
-    """The lines of a UTF-8 text file (`what` names it in errors, e.g. "--source_file"; `holding`, what it should
-    hold, in the fix they give)."""
+    """The lines of a text file (`what` names it in errors, e.g. "--source_file"; `holding`, what it should hold, in
+    the fix they give)."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{what} {path} does not exist; check the path")
     if not path.is_file():
         raise UsageError(f"{what} {path} is not a file; pass a text file with {holding}")
     try:
-        text = path.read_bytes().decode("utf-8")  # no newline translation: a lone "\r" ends no line
-    except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise UsageError(
-            f"{what} {path} is not UTF-8 text (line {line}); convert it, e.g. with iconv -t utf-8"
-        ) from None
+        data = path.read_bytes()  # no newline translation: a lone "\r" ends no line
     except OSError as error:
         raise UsageError(f"{what} {path} cannot be read: {error.strerror}") from None
-    lines = text_lines(text)
+    lines = text_lines(decoded(data, f"{what} {path}"))
     if not any(line.strip() for line in lines):
         raise UsageError(f"{what} {path} is empty; pass a file with {holding}")
     return lines
@@ -71,4 +127,4 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     return value
 
 
-__all__ = ["text_lines", "read_lines", "read_aligned", "read_json_object"]
+__all__ = ["Encoding", "encoding_of", "decoded", "text_lines", "read_lines", "read_aligned", "read_json_object"]
