@@ -8,8 +8,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import assert_one_line_error, few_steps, fresh_python_number, run_script
+from conftest import ENGLISH, assert_one_line_error, few_steps, fresh_python_number, run_script, tiny_model
 from hf_tiny_transformer.data.batching import TokenBatchSampler, batch_shapes, padding_fraction
+from hf_tiny_transformer.data.tokenizer import train_tokenizer
 from hf_tiny_transformer.serving.translator import TransformersTranslator, translation_length_limit
 from hf_tiny_transformer.training.checkpoints import (
     average_checkpoints,
@@ -132,6 +133,31 @@ def test_the_averaging_script_writes_a_loadable_model(demo_files, tmp_path):
         run_script("average_checkpoints.py", "--run_dir", str(out), "--last", "3", "--output_dir", str(tmp_path / "x")),
         "fewer than the 3 to average",
     )
+
+
+def save_checkpoint(folder, model, tokenizer):
+    """A checkpoint folder as Trainer writes one: the model (config and weights) and its tokenizer."""
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def test_checkpoints_of_models_of_other_shapes_or_tokenizers_are_not_averaged(tokenizer, tmp_path):
+    """Two runs' checkpoints: another vocabulary size (weights that cannot be added), then the same shapes with
+    another tokenizer (weights that can, into a model whose token ids mean nothing)."""
+    other_tokenizer = train_tokenizer(ENGLISH * 3, vocab_size=len(tokenizer), model_max_length=64)
+    assert other_tokenizer.get_vocab() != tokenizer.get_vocab()
+    save_checkpoint(tmp_path / "a" / "checkpoint-4", tiny_model(vocab_size=len(tokenizer)), tokenizer)
+    save_checkpoint(tmp_path / "b" / "checkpoint-4", tiny_model(vocab_size=len(tokenizer) + 8), tokenizer)
+    save_checkpoint(tmp_path / "c" / "checkpoint-4", tiny_model(seed=1, vocab_size=len(tokenizer)), other_tokenizer)
+    first = str(tmp_path / "a" / "checkpoint-4")
+    for other, difference in (("b", f"vocab_size {len(tokenizer)} and {len(tokenizer) + 8}"), ("c", "tokenizer")):
+        second = str(tmp_path / other / "checkpoint-4")
+        output = tmp_path / f"averaged-{other}"
+        result = run_script("average_checkpoints.py", "--checkpoints", first, second, "--output_dir", str(output))
+        assert_one_line_error(result, first, second, difference)
+        assert not output.exists()
+        with pytest.raises(ValueError, match=difference):  # train.py --average_checkpoints: the same check
+            average_checkpoints([first, second])
 
 
 @pytest.mark.parametrize(

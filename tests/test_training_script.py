@@ -4,6 +4,7 @@ time budgets, learning. The scripts run as a user runs them (a forked child for 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,8 +13,19 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
-from conftest import AVX2, HUB_FOLDER_FILES, fake_cpuinfo, few_steps, run_script
+from conftest import (
+    AVX2,
+    HUB_FOLDER_FILES,
+    SMALL_MODEL,
+    assert_one_line_error,
+    fake_cpuinfo,
+    few_steps,
+    folder_digest,
+    run_script,
+    run_without_package,
+)
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 from hf_tiny_transformer.marian import marian_of_the_same_shape
@@ -97,6 +109,31 @@ def test_training_writes_a_hub_folder_with_test_metrics_in_its_card(demo_files, 
     assert not list((out / "hub").glob("*.bin"))
 
 
+# AutoTokenizer in a process that has not imported the package: the ids of the given texts, and every question the
+# library asked on the way (input() recorded, not answered: a question would wait for a person at a terminal).
+LOAD_TOKENIZER = (
+    "import builtins, json, sys\n"
+    "asked = []\n"
+    "builtins.input = lambda prompt='': asked.append(prompt) or ''\n"
+    "from transformers import AutoTokenizer\n"
+    "tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], **json.loads(sys.argv[2]))\n"
+    "print(json.dumps({'asked': asked, 'ids': tokenizer(json.loads(sys.argv[3]))['input_ids']}))"
+)
+
+
+def test_a_runs_tokenizers_load_with_autotokenizer_without_the_package_and_without_a_question(demo_files, tmp_path):
+    """The tokenizer folder of a run (`--tokenizer_name`) as it is; the hub folder as the model is loaded, with
+    trust_remote_code=True (transformers 5 reads the model's config.json in AutoTokenizer, and asks about its code
+    when the caller has not said): the same ids as in training, and no question."""
+    out = tmp_path / "run"
+    train(few_steps(demo_files, out))
+    texts = ["I like green tea.", "私は緑茶が好きです。", "鬱 🍵"]
+    expected = AutoTokenizer.from_pretrained(out / "tokenizer")(texts)["input_ids"]
+    for folder, options in ((out / "tokenizer", {}), (out / "hub", {"trust_remote_code": True})):
+        output = run_without_package(LOAD_TOKENIZER, str(folder), json.dumps(options), json.dumps(texts), cwd=tmp_path)
+        assert json.loads(output) == {"asked": [], "ids": expected}, folder
+
+
 def test_json_lines_and_datasets_sources(demo_files, tmp_path):
     pairs = make_demo_corpus(seed=0)["train"][:64]
     records = [json.dumps({"translation": {"en": p.english, "ja": p.japanese}}, ensure_ascii=False) for p in pairs]
@@ -152,6 +189,59 @@ def test_an_output_dir_holding_a_model_is_not_overwritten(demo_files, tmp_path):
     assert (out / "hub" / "model.safetensors").read_bytes() == b"precious"
 
 
+# A process that holds an output folder as a training run does: an flock on {output_dir}/.train.lock, which holds
+# its process id.
+HOLD_LOCK = (
+    "import fcntl, os, sys, time\n"
+    "os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)\n"
+    "descriptor = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+    "fcntl.flock(descriptor, fcntl.LOCK_EX)\n"
+    "os.write(descriptor, str(os.getpid()).encode())\n"
+    "print('held', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_a_run_into_an_output_dir_that_another_run_holds_is_refused(demo_files, tmp_path):
+    """Two runs into one folder: while the first holds it, the second is one line and exit 2 before it writes
+    anything, whether the folder is still empty or holds the first run's model (which --overwrite_output_dir would
+    otherwise remove)."""
+    finished, empty = tmp_path / "finished", tmp_path / "empty"
+    train(few_steps(demo_files, finished))
+    for out, flags in ((finished, ["--overwrite_output_dir", "true"]), (empty, [])):
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD_LOCK, str(out / ".train.lock")], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert holder.stdout.readline() == "held\n"
+            before = folder_digest(out)
+            result = run_script("train.py", *few_steps(demo_files, out, "--seed", "1", *flags))
+            assert_one_line_error(result, f"--output_dir {out} is in use by process {holder.pid}")
+            assert folder_digest(out) == before
+        finally:
+            holder.kill()
+            holder.wait()
+
+
+def test_a_lock_left_by_a_killed_run_is_taken_over_with_a_warning(demo_files, tmp_path):
+    out = tmp_path / "run"
+    killed = subprocess.Popen(
+        [sys.executable, str(ROOT / "training" / "train.py"), *few_steps(demo_files, out, "--max_steps", "100000")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 300
+    while not (out / "tokenizer").is_dir() and time.time() < deadline:  # written after the lock is taken
+        assert killed.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.05)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert (out / ".train.lock").read_text().strip() == str(killed.pid)
+    result = train(few_steps(demo_files, out))
+    assert f"--output_dir {out}: taking over the lock of process {killed.pid}" in result.stderr
+    assert (out / "hub" / "model.safetensors").is_file() and not (out / ".train.lock").exists()
+
+
 def mode_flags(metrics: dict) -> list[str]:
     """train.py's flags that repeat the mode a run recorded in its metrics.json (precision, attention, and under bf16
     the weights)."""
@@ -202,9 +292,85 @@ def test_a_run_killed_mid_training_resumes_to_the_same_parameters(demo_files, tm
         torch.testing.assert_close(got[name], expected[name], atol=2e-4, rtol=1e-3, msg=name)
 
 
-def test_torchrun_with_two_processes(demo_files, tmp_path):
-    out = tmp_path / "ddp"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def test_a_run_killed_after_its_last_checkpoint_resumes_to_its_final_model_metrics_and_test_scores(
+    demo_files, tmp_path
+):
+    """A kill between the last checkpoint and the save of `hub` (simulated: the finished run's hub and metrics removed,
+    a dead process's staging folder left): the resume trains nothing and writes them, the average as the recipe
+    says; resumed again, it leaves them as they are."""
+    out = tmp_path / "run"
+    test_split = ["--test_source_file", str(demo_files / "validation.en"), "--test_target_file"]
+    flags = [
+        *test_split, str(demo_files / "validation.ja"), "--do_predict", "true", "--generation_max_length", "16",
+        "--save_strategy", "steps", "--save_steps", "2", "--average_checkpoints", "2",
+    ]  # fmt: skip  # flag-value pairs side by side
+    train(few_steps(demo_files, out, *flags))
+    finished = load_file(out / "hub" / "model.safetensors")
+    shutil.rmtree(out / "hub")
+    (out / "metrics.json").unlink()
+    (out / ".hub.saving-999999999-0123abcd").mkdir()  # the staging folder of the killed save
+
+    resumed = train(few_steps(demo_files, out, *flags, "--resume_from_checkpoint", "true"))
+    assert "the final model is the average of checkpoint-2, checkpoint-4" in resumed.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["train_steps"] == 4 and {"test_bleu", "test_chrf"} <= set(metrics)
+    assert "| bleu |" in (out / "hub" / "README.md").read_text()
+    assert not (out / ".hub.saving-999999999-0123abcd").exists()
+    got = load_file(out / "hub" / "model.safetensors")
+    assert got.keys() == finished.keys() and all(torch.equal(got[name], finished[name]) for name in finished)
+
+    before = folder_digest(out)
+    again = train(few_steps(demo_files, out, *flags, "--resume_from_checkpoint", "true"))
+    assert "has trained all 4 steps of the run: nothing to train" in again.stderr
+    assert folder_digest(out) == before
+
+
+# train.py as torchrun runs it, except that process 1 records every file it writes, renames or removes under the
+# output folder (Python's audit events: files the libraries write natively are listed by the test instead).
+RECORD_WRITES_OF_PROCESS_1 = """
+import json, os, runpy, sys
+output_dir, record, script = os.path.realpath(sys.argv[1]), sys.argv[2], sys.argv[3]
+CHANGES = {"os.rename", "os.remove", "os.rmdir", "shutil.rmtree", "os.link", "os.symlink", "os.chmod", "os.truncate"}
+WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+writes = []
+
+def audit(event, args):
+    if (event == "open" and isinstance(args[2], int) and args[2] & WRITING) or event in CHANGES:
+        if isinstance(args[0], (str, bytes, os.PathLike)):
+            path = os.path.realpath(os.fsdecode(args[0]))
+            if path == output_dir or path.startswith(output_dir + os.sep):
+                writes.append([event, path])
+
+if os.environ["RANK"] == "1":
+    sys.addaudithook(audit)
+sys.argv = [script, *sys.argv[4:]]
+try:
+    runpy.run_path(script, run_name="__main__")
+finally:
+    if os.environ["RANK"] == "1":
+        with open(record, "w") as stream:
+            json.dump(writes, stream)
+"""
+
+
+def files_under(folder: Path) -> set[str]:
+    return {str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file()}
+
+
+def test_torchrun_with_two_processes_trains_as_one_process_on_the_same_batches(demo_files, tmp_path):
+    """Two processes (gloo, on the CPU), each with its share of every global batch (accelerate hands the batches
+    out in turn), train the same parameters as one process that accumulates the same batches two at a time; dropout
+    off, label smoothing on as in the recipe. Process 0 writes the run's files; process 1 writes only its own random
+    number state into each checkpoint (`rng_state_1.pth`, which Trainer resumes it from)."""
+    same = [
+        "--config_overrides", SMALL_MODEL + ",dropout=0,attention_dropout=0,activation_dropout=0",
+        "--batch_tokens", "400", "--precision", "fp32", "--attn_implementation", "eager",
+        "--save_strategy", "steps", "--save_steps", "2",
+    ]  # fmt: skip  # flag-value pairs side by side
+    one, two = tmp_path / "one", tmp_path / "two"
+    train(few_steps(demo_files, one, *same, "--gradient_accumulation_steps", "2"))
+    wrapper, record = tmp_path / "record_writes.py", tmp_path / "writes_of_process_1.json"
+    wrapper.write_text(RECORD_WRITES_OF_PROCESS_1)
     result = subprocess.run(
         [
             sys.executable,
@@ -214,19 +380,32 @@ def test_torchrun_with_two_processes(demo_files, tmp_path):
             "2",
             "--master_port",
             "29533",
+            str(wrapper),
+            str(two),
+            str(record),
             str(ROOT / "training" / "train.py"),
-            *few_steps(demo_files, out, "--ddp_backend", "gloo", "--batch_tokens", "800"),
-        ],
+            *few_steps(demo_files, two, *same, "--ddp_backend", "gloo"),
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         timeout=600,
-        env=env,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
         stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     log = result.stdout + result.stderr
     assert "process 0 of 2: 4 optimizer steps" in log and "process 1 of 2: 4 optimizer steps" in log
-    assert (out / "hub" / "model.safetensors").is_file()
+    for name in ("hub/model.safetensors", "checkpoint-2/model.safetensors", "checkpoint-4/model.safetensors"):
+        expected, got = load_file(one / name), load_file(two / name)
+        assert got.keys() == expected.keys()
+        for key in expected:
+            torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-4, msg=f"{name}: {key}")
+    assert json.loads(record.read_text()) == []
+    per_process = {f"checkpoint-{step}/rng_state{rank}.pth" for step in (2, 4) for rank in ("", "_0", "_1")}
+    assert files_under(two) - per_process == files_under(one) - per_process
+    assert {name for name in files_under(two) if "rng_state" in name} == per_process - {
+        f"checkpoint-{step}/rng_state.pth" for step in (2, 4)
+    }
 
 
 def test_the_demo_model_learns_held_out_combinations(trained_demo_model, demo_files):

@@ -5,7 +5,8 @@
 
 The output folder gets the newest checkpoint's config, generation config, tokenizer and code, and the mean of the
 checkpoints' weights, written all or nothing. It may not be one of the checkpoints or lie inside one, and an
-existing model there is replaced only with --overwrite. `train.py --average_checkpoints N` does the same at the end
+existing model there is replaced only with --overwrite. Checkpoints of different models (a field of the shape in
+config.json, or the tokenizer's vocabulary) are refused. `train.py --average_checkpoints N` does the same at the end
 of a run and makes the average the run's final model.
 """
 

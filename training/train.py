@@ -11,8 +11,9 @@ Every Seq2SeqTrainingArguments flag works (--per_device_train_batch_size, --grad
 recipe's own flags: --batch_tokens (the paper's batches by tokens), --average_checkpoints N, --precision
 auto|bf16|fp32 (auto: bfloat16 where the hardware has it), --time_budget_minutes (steps fitted to the budget).
 
-The run reads top to bottom: arguments, output folder, data, tokenizer, model, Trainer, training, the saved model
-(`{output_dir}/hub`, ready for the Hub, with a model card of the recipe that ran), the test set.
+The run reads top to bottom: arguments, output folder (held while the run lasts: a second run into it is refused),
+data, tokenizer, model, Trainer, training, the saved model (`{output_dir}/hub`, ready for the Hub, with a model card
+of the recipe that ran), the test set.
 """
 
 import signal
@@ -55,12 +56,13 @@ from hf_tiny_transformer.marian import marian_of_the_same_shape  # noqa: E402
 from hf_tiny_transformer.training.arguments import parse_arguments  # noqa: E402
 from hf_tiny_transformer.training.budget import TimeBudget, provisional_max_steps  # noqa: E402
 from hf_tiny_transformer.training.checkpoints import (  # noqa: E402
-    average_checkpoints,
+    average_into,
     is_complete_checkpoint,
-    last_checkpoints,
     last_complete_checkpoint,
+    restore_finished_run,
     trained_steps,
 )
+from hf_tiny_transformer.training.output_lock import hold_output_dir  # noqa: E402
 from hf_tiny_transformer.training.precision import (  # noqa: E402
     RecordMode,
     candidate_modes,
@@ -70,7 +72,7 @@ from hf_tiny_transformer.training.precision import (  # noqa: E402
     time_modes,
     trial_batches,
 )
-from hf_tiny_transformer.training.record import check_resumable, save_run  # noqa: E402
+from hf_tiny_transformer.training.record import check_resumable, is_recorded, save_run  # noqa: E402
 from hf_tiny_transformer.training.trainer import TranslationTrainer, progress_callbacks  # noqa: E402
 
 logger = logging.getLogger("train")
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         flush_denormals()  # before torch starts its threads, which inherit it
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
 
-    # The output folder: a new one, or one whose run is resumed or overwritten, as asked.
+    # The output folder: held by this run while it runs (a second run into it is refused), and a new one, or one whose
+    # run is resumed or overwritten, as asked.
     output_dir = Path(training_args.output_dir)
     resume = bool(training_args.resume_from_checkpoint) and training_args.resume_from_checkpoint.lower() != "false"
     if resume and training_args.overwrite_output_dir:
@@ -95,146 +98,155 @@ def main(argv: list[str] | None = None) -> int:
         "checkpoints are removed), or choose another --output_dir"
     )
     overwrite = resume or training_args.overwrite_output_dir
-    check_output(output_dir, kind="folder", flag="--output_dir", overwrite=overwrite, overwrite_fix=fix)
-    checkpoint = resume_checkpoint(training_args) if resume else None
+    with hold_output_dir(output_dir, hold=training_args.should_save):  # under torchrun: by the process that saves
+        check_output(output_dir, kind="folder", flag="--output_dir", overwrite=overwrite, overwrite_fix=fix)
+        checkpoint = resume_checkpoint(training_args) if resume else None
 
-    # Data, then the tokenizer (trained on the training data unless one is given), then the model.
-    splits = load_pairs(data_args)
-    fine_tuned = None  # (model, tokenizer) of the model to fine-tune
-    if model_args.model_name_or_path:
-        with about("--model_name_or_path"):
-            fine_tuned = load_model_folder(model_args.model_name_or_path, model_args.trust_remote_code)
-    config = fine_tuned[0].config if fine_tuned else make_config(model_args)
-    longest = config.max_position_embeddings
-    data_args.max_source_length = data_args.max_source_length or longest
-    data_args.max_target_length = data_args.max_target_length or longest
-    training_args.generation_max_length = training_args.generation_max_length or data_args.max_target_length + 1
-    check_lengths(longest, data_args, training_args)
-    if training_args.overwrite_output_dir and training_args.should_save:
-        for folder in sort_checkpoints(str(output_dir)) if output_dir.is_dir() else []:
-            logger.warning("--overwrite_output_dir: removing %s of the earlier run", folder)
-            shutil.rmtree(folder)
-    set_seed(training_args.seed)
-    tokenizer = (
-        fine_tuned[1] if fine_tuned else make_tokenizer(model_args, data_args, splits, training_args, checkpoint)
-    )
-    model = fine_tuned[0] if fine_tuned else make_model(model_args, config, tokenizer)
-    if checkpoint is not None:
-        check_resumable(checkpoint, model.config, tokenizer)
-    tokenized = {
-        split: pairs.map(tokenize(tokenizer, data_args), batched=True, remove_columns=["source", "target"])
-        for split, pairs in splits.items()
-    }
-    sizes = {split: getattr(pairs, "num_rows", "a stream") for split, pairs in tokenized.items()}
-    logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", sizes)
-
-    # A time budget fixes the steps (a resumed run keeps the number it fixed); a run resumed at its end trains nothing.
-    budget = time_budget(training_args, checkpoint)
-    if checkpoint is not None and 0 < training_args.max_steps <= trained_steps(checkpoint)["global_step"]:
-        logger.warning(
-            "%s has trained all %d steps of the run: nothing to train (%s is left as it is); pass a larger "
-            "--max_steps to train on", checkpoint.name, training_args.max_steps, output_dir / "hub",
-        )  # fmt: skip
-        return 0
-
-    # The precision and attention to train in: timed on this run's batches where the device gives a choice (a
-    # resumed run keeps its own).
-    collator = DataCollatorForSeq2Seq(tokenizer, model=model)
-    modes = candidate_modes(
-        training_args.precision_choice,
-        training_args.bf16_native,
-        training_args.requested_precision,
-        model_args.attn_implementation,
-        training_args.requested_bf16_weights,
-    )
-    trial = resumed_trial(checkpoint, modes) or time_modes(
-        model, trial_batches(tokenized["train"], collator, training_args), modes, training_args
-    )
-    training_args.train_in(chosen(trial, training_args.precision_choice), trial.best.weights)
-    model.set_attn_implementation(trial.best.attention)
-    allocator = memory_allocator()
-    logger.info(
-        "machine: %s; precision %s; memory allocator: %s",
-        describe(),
-        describe_mode(training_args.precision_choice.reason, trial.best.attention, training_args.bf16_weights),
-        allocator,
-    )
-    advice = allocator_advice(
-        training_args.precision_choice.precision,
-        training_args.bf16_native,
-        training_args.device.type,
-        allocator,
-        tcmalloc_library(),
-    )
-    if advice:
-        logger.warning(advice)
-
-    # Training, to the time budget when the recipe has one.
-    trainer = TranslationTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=tokenized["train"],
-        eval_dataset=tokenized.get("validation"),
-        data_collator=collator,
-        processing_class=tokenizer,
-        compute_metrics=metrics_function(tokenizer, data_args.target_lang),
-        callbacks=progress_callbacks(training_args) + [RecordMode(trial)] + ([budget] if budget else []),
-    )
-    if budget:
-        budget.progress = next((c for c in trainer.callback_handler.callbacks if isinstance(c, ProgressCallback)), None)
-    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    metrics = {
-        "train_runtime_s": result.metrics["train_runtime"],
-        "train_steps": trainer.state.global_step,
-        "precision": training_args.precision_choice.precision,
-        "precision_reason": training_args.precision_choice.reason,
-        "attention": trial.best.attention,
-        "bf16_weights": training_args.bf16_weights,
-        "precision_trial_seconds_per_step": trial.seconds_per_step,
-        "flush_denormal": training_args.flush_denormal,
-        "machine": describe(),
-        "memory_allocator": allocator,
-    }
-    if budget:
-        metrics.update(time_budget_minutes=training_args.time_budget_minutes, seconds_per_step=budget.seconds_per_step)
-    if training_args.include_num_input_tokens_seen != "no":  # Trainer's count of source tokens (padding or not)
-        metrics["num_input_tokens_seen"] = trainer.state.num_input_tokens_seen
-    logger.warning(
-        "process %d of %d: %d optimizer steps, training loss %.4f",
-        training_args.process_index,
-        training_args.world_size,
-        trainer.state.global_step,
-        result.training_loss,
-    )
-    if training_args.average_checkpoints:
-        trainer.accelerator.wait_for_everyone()
-        folders = last_checkpoints(output_dir, training_args.average_checkpoints)
-        # strict=False: a checkpoint holds one copy of tied weights, and no positional table
-        unexpected = trainer.model.load_state_dict(average_checkpoints(folders), strict=False).unexpected_keys
-        if unexpected:
-            raise RuntimeError(f"the checkpoints hold weights this model does not have: {unexpected[:3]}")
-        logger.warning("the final model is the average of %s", ", ".join(folder.name for folder in folders))
-
-    # The trained model is saved before anything else can fail; the test scores are added to its card after.
-    if trainer.is_world_process_zero():
-        save_run(trainer.model, tokenizer, model_args, data_args, training_args, metrics)
-    if "test" in tokenized and training_args.do_predict:
-        test = trainer.predict(tokenized["test"], metric_key_prefix="test")
-        metrics.update(
-            {key: value for key, value in test.metrics.items() if key.startswith(("test_bleu", "test_chrf"))}
+        # Data, then the tokenizer (trained on the training data unless one is given), then the model.
+        splits = load_pairs(data_args)
+        fine_tuned = None  # (model, tokenizer) of the model to fine-tune
+        if model_args.model_name_or_path:
+            with about("--model_name_or_path"):
+                fine_tuned = load_model_folder(model_args.model_name_or_path, model_args.trust_remote_code)
+        config = fine_tuned[0].config if fine_tuned else make_config(model_args)
+        longest = config.max_position_embeddings
+        data_args.max_source_length = data_args.max_source_length or longest
+        data_args.max_target_length = data_args.max_target_length or longest
+        training_args.generation_max_length = training_args.generation_max_length or data_args.max_target_length + 1
+        check_lengths(longest, data_args, training_args)
+        if training_args.overwrite_output_dir and training_args.should_save:
+            for folder in sort_checkpoints(str(output_dir)) if output_dir.is_dir() else []:
+                logger.warning("--overwrite_output_dir: removing %s of the earlier run", folder)
+                shutil.rmtree(folder)
+        set_seed(training_args.seed)
+        tokenizer = (
+            fine_tuned[1] if fine_tuned else make_tokenizer(model_args, data_args, splits, training_args, checkpoint)
         )
+        model = fine_tuned[0] if fine_tuned else make_model(model_args, config, tokenizer)
+        if checkpoint is not None:
+            check_resumable(checkpoint, model.config, tokenizer)
+        tokenized = {
+            split: pairs.map(tokenize(tokenizer, data_args), batched=True, remove_columns=["source", "target"])
+            for split, pairs in splits.items()
+        }
+        sizes = {split: getattr(pairs, "num_rows", "a stream") for split, pairs in tokenized.items()}
+        logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", sizes)
+
+        # A time budget fixes the steps (a resumed run keeps the number it fixed). A run resumed at its end trains
+        # nothing: it only writes its final model, metrics and test scores where a kill came before they were saved.
+        budget = time_budget(training_args, checkpoint)
+        finished = checkpoint is not None and 0 < training_args.max_steps <= trained_steps(checkpoint)["global_step"]
+        if finished:
+            if is_recorded(output_dir, with_test_scores="test" in tokenized and training_args.do_predict):
+                logger.warning(
+                    "%s has trained all %d steps of the run: nothing to train (%s is left as it is); pass a larger "
+                    "--max_steps to train on", checkpoint.name, training_args.max_steps, output_dir / "hub",
+                )  # fmt: skip
+                return 0
+            logger.warning("%s has trained all steps of the run: writing what the run did not save", checkpoint.name)
+
+        # The precision and attention to train in: timed on this run's batches where the device gives a choice (a
+        # resumed run keeps its own).
+        collator = DataCollatorForSeq2Seq(tokenizer, model=model)
+        modes = candidate_modes(
+            training_args.precision_choice,
+            training_args.bf16_native,
+            training_args.requested_precision,
+            model_args.attn_implementation,
+            training_args.requested_bf16_weights,
+        )
+        trial = resumed_trial(checkpoint, modes) or time_modes(
+            model, trial_batches(tokenized["train"], collator, training_args), modes, training_args
+        )
+        training_args.train_in(chosen(trial, training_args.precision_choice), trial.best.weights)
+        model.set_attn_implementation(trial.best.attention)
+        allocator = memory_allocator()
+        logger.info(
+            "machine: %s; precision %s; memory allocator: %s",
+            describe(),
+            describe_mode(training_args.precision_choice.reason, trial.best.attention, training_args.bf16_weights),
+            allocator,
+        )
+        advice = allocator_advice(
+            training_args.precision_choice.precision,
+            training_args.bf16_native,
+            training_args.device.type,
+            allocator,
+            tcmalloc_library(),
+        )
+        if advice:
+            logger.warning(advice)
+
+        # Training, to the time budget when the recipe has one.
+        trainer = TranslationTrainer(
+            model=model,
+            args=training_args,
+            train_dataset=tokenized["train"],
+            eval_dataset=tokenized.get("validation"),
+            data_collator=collator,
+            processing_class=tokenizer,
+            compute_metrics=metrics_function(tokenizer, data_args.target_lang),
+            callbacks=progress_callbacks(training_args) + [RecordMode(trial)] + ([budget] if budget else []),
+        )
+        if budget:
+            budget.progress = next(
+                (c for c in trainer.callback_handler.callbacks if isinstance(c, ProgressCallback)), None
+            )
+        if finished:
+            result = restore_finished_run(trainer, checkpoint)
+        else:
+            result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        metrics = {
+            "train_runtime_s": result.metrics["train_runtime"],
+            "train_steps": trainer.state.global_step,
+            "precision": training_args.precision_choice.precision,
+            "precision_reason": training_args.precision_choice.reason,
+            "attention": trial.best.attention,
+            "bf16_weights": training_args.bf16_weights,
+            "precision_trial_seconds_per_step": trial.seconds_per_step,
+            "flush_denormal": training_args.flush_denormal,
+            "machine": describe(),
+            "memory_allocator": allocator,
+        }
+        if budget:
+            metrics.update(
+                time_budget_minutes=training_args.time_budget_minutes, seconds_per_step=budget.seconds_per_step
+            )
+        if training_args.include_num_input_tokens_seen != "no":  # Trainer's count of source tokens (padding or not)
+            metrics["num_input_tokens_seen"] = trainer.state.num_input_tokens_seen
+        logger.warning(
+            "process %d of %d: %d optimizer steps, training loss %.4f",
+            training_args.process_index,
+            training_args.world_size,
+            trainer.state.global_step,
+            result.training_loss,
+        )
+        if training_args.average_checkpoints:
+            trainer.accelerator.wait_for_everyone()
+            folders = average_into(trainer.model, output_dir, training_args.average_checkpoints)
+            logger.warning("the final model is the average of %s", ", ".join(folder.name for folder in folders))
+
+        # The trained model is saved before anything else can fail; the test scores are added to its card after.
         if trainer.is_world_process_zero():
-            save_run(trainer.model, tokenizer, model_args, data_args, training_args, metrics, card_only=True)
-    logger.info("metrics: %s", json.dumps(metrics))
-    # Under torchrun: the process group closed while Python still runs (gloo's threads left to the interpreter's exit
-    # can abort a process that has finished its work: pytorch/pytorch#190489), and only after the DDP wrapper that
-    # holds it is freed. Freed last by that wrapper, the group is destroyed with the GIL held, and a gloo thread that
-    # needs the GIL to free a tensor deadlocks the process (seen once in CI); destroy_process_group releases it.
-    trainer.accelerator.wait_for_everyone()  # all processes close it together
-    trainer.model_wrapped = trainer.model
-    trainer.accelerator.free_memory()  # the wrapper's last references
-    trainer.accelerator.end_training()
-    return 0
+            save_run(trainer.model, tokenizer, model_args, data_args, training_args, metrics)
+        if "test" in tokenized and training_args.do_predict:
+            test = trainer.predict(tokenized["test"], metric_key_prefix="test")
+            metrics.update(
+                {key: value for key, value in test.metrics.items() if key.startswith(("test_bleu", "test_chrf"))}
+            )
+            if trainer.is_world_process_zero():
+                save_run(trainer.model, tokenizer, model_args, data_args, training_args, metrics, card_only=True)
+        logger.info("metrics: %s", json.dumps(metrics))
+        # Under torchrun: the process group closed while Python still runs (gloo's threads left to the interpreter's
+        # exit can abort a process that has finished its work: pytorch/pytorch#190489), and only after the DDP wrapper
+        # that holds it is freed. Freed last by that wrapper, the group is destroyed with the GIL held, and a gloo
+        # thread that needs the GIL to free a tensor deadlocks the process (seen once in CI); destroy_process_group
+        # releases it.
+        trainer.accelerator.wait_for_everyone()  # all processes close it together
+        trainer.model_wrapped = trainer.model
+        trainer.accelerator.free_memory()  # the wrapper's last references
+        trainer.accelerator.end_training()
+        return 0
 
 
 def resume_checkpoint(training_args) -> Path:

@@ -7,6 +7,7 @@ checks its own values when it is made, so that a bad flag is one line (a `UsageE
 """
 
 import math
+import os
 from dataclasses import dataclass, field, fields
 
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
@@ -203,8 +204,10 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         self.precision_choice = choose_precision(self.requested_precision, device)
         self.bf16_native = bf16_support(device)[0] if self.precision_choice.precision == "bf16" else False
         self.bf16 = self.precision_choice.precision == "bf16"
-        if self.bf16 and device == "cpu":
-            self.use_cpu = True  # the library refuses bf16 without a GPU unless told that the run is on the CPU
+        if device == "cpu" and (self.bf16 or "LOCAL_RANK" in os.environ):
+            # unless told that the run is on the CPU, the library refuses bf16 without a GPU, and torchrun's processes
+            # train apart (no DDP: each on its share of the batches, and process 0 saves its own weights)
+            self.use_cpu = True
         super().__post_init__()
         self.check_numbers()
         self.check_averaging()

@@ -7,21 +7,32 @@ single model obtained by averaging the last 5 checkpoints, which were written at
     last_complete_checkpoint("runs/en-ja")                             # what --resume_from_checkpoint true takes
 
 `scripts/average_checkpoints.py` writes the averaged model as a folder; `scripts/train.py --average_checkpoints 5`
-makes it the run's final model.
+makes it the run's final model. Checkpoints of different models (another shape, another tokenizer) are not averaged.
 """
 
 import json
 import logging
+import math
 import re
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from transformers.trainer_utils import sort_checkpoints
+from safetensors.torch import load_file
+from transformers import TrainerState
+from transformers.trainer_utils import TrainOutput, sort_checkpoints
+
+from ..errors import UsageError, first_line
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+# Fields that decide the parameters' shapes and meaning: checkpoints that differ in one are of different models.
+SHAPE_FIELDS = (
+    "model_type vocab_size d_model encoder_layers decoder_layers encoder_attention_heads decoder_attention_heads "
+    "encoder_ffn_dim decoder_ffn_dim max_position_embeddings activation_function normalize_before scale_embedding "
+    "tie_word_embeddings"
+).split()
 
 
 def checkpoint_step(folder: Path) -> int | None:
@@ -45,9 +56,45 @@ def last_checkpoints(run_dir: str | Path, count: int) -> list[Path]:
     return folders
 
 
+def shape_differences(first: dict, second: dict) -> list[tuple[str, object, object]]:
+    """(field, first's value, second's value) for each of SHAPE_FIELDS on which two config.json dicts differ."""
+    return [(key, first.get(key), second.get(key)) for key in SHAPE_FIELDS if first.get(key) != second.get(key)]
+
+
+def vocabulary(tokenizer_json: str) -> dict:
+    """The token -> id table of a tokenizer.json."""
+    return json.loads(tokenizer_json)["model"]["vocab"]
+
+
+def model_difference(first: Path, second: Path) -> str | None:
+    """How the models of two checkpoint folders differ, or None: a field of SHAPE_FIELDS in their config.json files,
+    or the vocabulary of their tokenizer.json files (each compared where both folders hold the file)."""
+    if (first / "config.json").is_file() and (second / "config.json").is_file():
+        configs = (json.loads((folder / "config.json").read_text()) for folder in (first, second))
+        differences = shape_differences(*configs)
+        if differences:
+            listed = "; ".join(f"{key} {one} and {other}" for key, one, other in differences)
+            return f"are checkpoints of different models ({listed})"
+    if (first / "tokenizer.json").is_file() and (second / "tokenizer.json").is_file():
+        if vocabulary((first / "tokenizer.json").read_text()) != vocabulary((second / "tokenizer.json").read_text()):
+            return "were trained with different tokenizers (their tokenizer.json vocabularies differ)"
+    return None
+
+
+def check_same_model(folders: list[str | Path]):
+    """A ValueError naming two of the checkpoint folders when their models differ (model_difference): weights of
+    different models must not be averaged, even where their shapes would let them."""
+    for folder in folders[1:]:
+        difference = model_difference(Path(folders[0]), Path(folder))
+        if difference:
+            raise ValueError(f"{folders[0]} and {folder} {difference}; average checkpoints of one run")
+
+
 def average_checkpoints(folders: list[str | Path]) -> dict[str, torch.Tensor]:
     """The element-wise mean of the weights in each folder's model.safetensors, accumulated in float64 and
-    returned in the weights' own dtype; all folders must hold the same names and shapes."""
+    returned in the weights' own dtype; the folders must be checkpoints of one model (check_same_model) and hold
+    the same names and shapes."""
+    check_same_model(folders)
     total: dict[str, torch.Tensor] = {}
     dtypes: dict[str, torch.dtype] = {}
     for folder in folders:
@@ -60,6 +107,35 @@ def average_checkpoints(folders: list[str | Path]) -> dict[str, torch.Tensor]:
                 dtypes[name] = tensor.dtype
                 total[name] = total[name] + tensor.double() if name in total else tensor.double()
     return {name: (tensor / len(folders)).to(dtypes[name]) for name, tensor in total.items()}
+
+
+def average_into(model, run_dir: str | Path, count: int) -> list[Path]:
+    """Load the average of the run's last `count` checkpoints into `model`; the folders averaged. A UsageError (one
+    line) where they are too few, unevenly spaced, or of different models."""
+    try:
+        folders = last_checkpoints(run_dir, count)
+        weights = average_checkpoints(folders)
+    except ValueError as error:
+        raise UsageError(f"--average_checkpoints {count}: {first_line(error)}") from None
+    load_weights(model, weights)
+    return folders
+
+
+def load_weights(model, weights: dict[str, torch.Tensor]):
+    """Load a checkpoint's weights into `model`; strict=False, for a checkpoint holds one copy of tied weights, and
+    no positional table."""
+    unexpected = model.load_state_dict(weights, strict=False).unexpected_keys
+    if unexpected:
+        raise RuntimeError(f"the checkpoints hold weights this model does not have: {unexpected[:3]}")
+
+
+def restore_finished_run(trainer, checkpoint: Path) -> TrainOutput:
+    """The run of a checkpoint that has trained all its steps, restored without training: its weights and trainer
+    state (Trainer's own resume would train one step more), and train()'s output for it, with no time trained."""
+    load_weights(trainer.model, load_file(checkpoint / "model.safetensors"))
+    trainer.state = TrainerState.load_from_json(str(checkpoint / "trainer_state.json"))
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    return TrainOutput(trainer.state.global_step, losses[-1] if losses else math.nan, {"train_runtime": 0.0})
 
 
 def is_complete_checkpoint(folder: str | Path) -> bool:
@@ -93,7 +169,11 @@ def trained_steps(checkpoint: str | Path) -> dict:
 
 
 __all__ = [
+    "SHAPE_FIELDS",
     "average_checkpoints",
+    "average_into",
+    "check_same_model",
+    "restore_finished_run",
     "last_checkpoints",
     "checkpoint_step",
     "is_complete_checkpoint",

@@ -1,5 +1,6 @@
 """What a training run leaves behind: `{output_dir}/hub` (the model ready for the Hub, with a model card that states
-the recipe that really ran), `{output_dir}/metrics.json`; and the check that a checkpoint may be resumed.
+the recipe that really ran), `{output_dir}/metrics.json`; whether a run has left them; and the check that a
+checkpoint may be resumed.
 
     save_run(model, tokenizer, model_args, data_args, training_args, metrics)
 """
@@ -10,14 +11,8 @@ from pathlib import Path
 from ..errors import UsageError
 from ..hub import model_card, save_for_hub, with_evaluation
 from ..saving import staged_folder, write_atomically
+from .checkpoints import shape_differences, vocabulary
 from .precision import describe_mode
-
-# Fields that decide the parameters' shapes and meaning: a checkpoint resumed under other values is another model.
-SHAPE_FIELDS = (
-    "model_type vocab_size d_model encoder_layers decoder_layers encoder_attention_heads decoder_attention_heads "
-    "encoder_ffn_dim decoder_ffn_dim max_position_embeddings activation_function normalize_before scale_embedding "
-    "tie_word_embeddings"
-).split()
 
 
 def check_resumable(checkpoint: Path, config, tokenizer):
@@ -30,19 +25,25 @@ def check_resumable(checkpoint: Path, config, tokenizer):
             f"--resume_from_checkpoint: {checkpoint.name} was trained with another tokenizer than this run's; resume "
             "with its tokenizer (--tokenizer_name), or start anew with --overwrite_output_dir"
         )
-    saved, ours = json.loads((checkpoint / "config.json").read_text()), config.to_dict()
-    differences = [
-        f"{key} {saved.get(key)} there, {ours.get(key)} here" for key in SHAPE_FIELDS if saved.get(key) != ours.get(key)
-    ]
+    differences = shape_differences(json.loads((checkpoint / "config.json").read_text()), config.to_dict())
     if differences:
+        listed = "; ".join(f"{key} {saved} there, {ours} here" for key, saved, ours in differences)
         raise UsageError(
-            f"--resume_from_checkpoint: {checkpoint.name} is a different model ({'; '.join(differences)}); resume with "
-            "the flags it was trained with, or start anew with --overwrite_output_dir"
+            f"--resume_from_checkpoint: {checkpoint.name} is a different model ({listed}); resume with the flags it "
+            "was trained with, or start anew with --overwrite_output_dir"
         )
 
 
-def vocabulary(tokenizer_json: str) -> dict:
-    return json.loads(tokenizer_json)["model"]["vocab"]
+def is_recorded(output_dir: str | Path, with_test_scores: bool) -> bool:
+    """Whether the run in `output_dir` saved its final model (`hub`) and its metrics.json, with its test scores where
+    it evaluates on a test split: a run killed after its last checkpoint has them still to write."""
+    output_dir = Path(output_dir)
+    try:
+        metrics = json.loads((output_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return False
+    scored = any(key.startswith("test_") for key in metrics)
+    return (output_dir / "hub").is_dir() and (scored or not with_test_scores)
 
 
 def training_procedure(model, data_args, training_args, metrics: dict) -> str:
@@ -140,4 +141,4 @@ def save_run(model, tokenizer, model_args, data_args, training_args, metrics: di
     save_for_hub(model, tokenizer, folder, card)
 
 
-__all__ = ["check_resumable", "save_run", "training_procedure", "describe_data"]
+__all__ = ["check_resumable", "is_recorded", "save_run", "training_procedure", "describe_data"]
