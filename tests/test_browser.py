@@ -1,19 +1,39 @@
-"""The page that translates in the browser (hf_tiny_transformer.serving.browser): written for the demo model's
-ONNX export, served by a plain HTTP server on this machine, and used in headless Chromium with every other address
-unreachable: its translation of three sentences equals the Python translator's (greedy), and it grows token by
-token before it is final. Needs Debian's chromium and chromium-driver and the page's npm libraries, which .ci/run
-and make install; skipped elsewhere, failed under CI=true."""
+"""The page that translates in the browser (hf_tiny_transformer.serving.browser): written for the demo model's ONNX
+export, served by a plain HTTP server on this machine, and used in headless Chromium with every other address
+unreachable: its translation of three sentences equals the Python translator's (greedy), and it grows token by token
+before it is final; a text longer than the model takes is cut as the Python front doors cut it; what fails (opened
+as a file, a model file missing or cut, scripts that do not run, a translation) is said on the page, and a model
+written again over the old one is loaded anew. Needs Debian's chromium and chromium-driver and the page's npm
+libraries, which .ci/run and make install; skipped elsewhere, failed under CI=true. The page's text handling
+(browser/text.js) is compared with text_tiny_transformer's under node, without a browser."""
 
+import itertools
+import json
 import os
 import shutil
+import subprocess
 
 import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_tiny_transformer.serving.browser import VENDOR, served, use_page, write_browser_page
+from hf_tiny_transformer import text_tiny_transformer as text
+from hf_tiny_transformer.serving.browser import (
+    PAGE,
+    VENDOR,
+    PageFailure,
+    chromium_on,
+    is_ready,
+    page_failure,
+    served,
+    shown_failure,
+    use_page,
+    write_browser_page,
+)
 from hf_tiny_transformer.serving.translator import TransformersTranslator
 
 SENTENCES = "My mother really likes green tea. I didn't eat bread. She reads books."
+# Longer than the demo model takes at once (max_position_embeddings tokens), with no sentence end to split it at.
+LONG_TEXT = ("my mother really likes green tea and i like green tea too " * 90)[:5000].strip()
 
 
 def needed():
@@ -55,6 +75,155 @@ def test_the_folder_is_a_static_space_with_nothing_from_elsewhere(page):
     _, _, site = page
     readme = (site / "README.md").read_text()
     assert 'sdk: "static"' in readme and 'app_file: "index.html"' in readme
-    for name in ("index.html", "translate.js"):
+    for name in ("index.html", "translate.js", "text.js"):
         assert "https://" not in (site / name).read_text(), name  # no CDN, no remote model
     assert {path.name for path in (site / "vendor").iterdir()} == set(VENDOR)
+
+
+# The page's failures, each said on the page with what to do
+
+
+def test_the_page_translates_a_text_longer_than_the_model_takes_as_python_does(page):
+    url, translator, _ = page
+    used = use_page(url, LONG_TEXT, offline=True)
+    assert used["button_enabled"]
+    assert used["translation"] == translator.translate([LONG_TEXT], num_beams=1)[0]  # cut into the same pieces
+
+
+def test_the_page_opened_as_a_file_says_to_serve_its_folder(page):
+    _, _, site = page
+    failure = page_failure((site / "index.html").as_uri(), timeout=60)
+    assert failure["kind"] == "file"
+    assert f'python -m http.server --directory "{site}" 8000' in failure["message"]
+    assert "http://localhost:8000" in failure["message"]
+
+
+@pytest.mark.parametrize("damage", ["missing", "cut"])
+def test_the_page_names_a_missing_or_cut_model_file_and_says_to_export_again(page, tmp_path, damage):
+    _, _, site = page
+    broken = shutil.copytree(site, tmp_path / "site")
+    graph = broken / "model" / "onnx" / "decoder_model_merged.onnx"  # the fixture's export is not quantized
+    if damage == "missing":
+        graph.unlink()
+    else:
+        graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+    with served(broken) as url:
+        failure = page_failure(url, timeout=60)
+    assert failure["kind"] == "model"
+    said = {"missing": "is missing", "cut": "is not a whole ONNX file"}[damage]
+    assert f"model/onnx/decoder_model_merged.onnx {said}" in failure["message"]
+    assert "tiny-transformer export-onnx" in failure["message"]
+    assert "tiny-transformer browser-page" in failure["message"]
+
+
+@pytest.mark.parametrize("damage", ["library missing", "script not JavaScript"])
+def test_the_page_whose_scripts_do_not_run_says_to_write_it_again(page, tmp_path, damage):
+    _, _, site = page
+    broken = shutil.copytree(site, tmp_path / "site")
+    if damage == "library missing":
+        (broken / "vendor" / "transformers.min.js").unlink()
+    else:
+        (broken / "text.js").write_text("<!doctype html><title>Not found</title>")
+    with served(broken) as url:
+        failure = page_failure(url, timeout=60)
+    assert failure["kind"] == "script"
+    assert "Write the page again (tiny-transformer browser-page)" in failure["message"]
+
+
+def test_the_page_loads_its_model_anew_when_the_files_change(page, tmp_path):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _, _, site = page
+    copied = shutil.copytree(site, tmp_path / "site")  # the files' old times: a browser may keep them a long while
+    with served(copied) as url, chromium_on(url) as driver:
+        wait = WebDriverWait(driver, 60)
+        wait.until(is_ready)
+        graph = copied / "model" / "onnx" / "decoder_model_merged.onnx"
+        graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+        driver.refresh()
+        wait.until(lambda d: is_ready(d) or shown_failure(d))
+        failure = shown_failure(driver)
+        assert failure and failure["kind"] == "model"  # not the graph the browser loaded before
+
+
+def test_a_translation_that_fails_says_so_and_enables_the_button_again(page, tmp_path):
+    _, _, site = page
+    broken = shutil.copytree(site, tmp_path / "site")
+    config = broken / "model" / "config.json"
+    # A positional table claimed longer than the graphs': the page no longer cuts the long text, and onnxruntime fails.
+    config.write_text(json.dumps({**json.loads(config.read_text()), "max_position_embeddings": 100_000}))
+    with served(broken) as url, pytest.raises(PageFailure) as failed:
+        use_page(url, LONG_TEXT, timeout=120)
+    assert failed.value.failure["kind"] == "translation"
+    assert failed.value.failure["message"].startswith("The translation failed: ")
+    assert failed.value.failure["button_enabled"]
+
+
+# The page's text handling (browser/text.js) under node, beside text_tiny_transformer's
+
+# One character of each kind that changes a text's meaning without showing, between ordinary text: zero-width space,
+# non-joiner and joiner, word joiner, soft hyphen, bidi marks, embeddings, overrides and isolates, a byte order mark
+# inside a line, a tag, an Egyptian format control, variation selectors; NUL, a bell, DEL and NEL.
+INVISIBLE = "\u200b\u200c\u200d\u2060\u00ad\u200e\u200f\u202a\u202e\u2066\u2069\ufeff\U000e0041\U00013430"
+INVISIBLE += "\ufe0f\U000e0100\x00\x07\x7f\x85"
+VISIBLE = "I like green tea.\t緑茶が好きです。\n🍵👍🏽 \x0b\x0c\r\u3000end"
+
+
+def run_text_js(tmp_path, calls: list[list]) -> list:
+    """What text.js's functions give for `calls` ([name, *arguments]), run by node; the argument "count_tokens"
+    stands for a tokenizer of one token a character (code point) and one more for the end of the text."""
+    if not shutil.which("node"):
+        if os.environ.get("CI"):
+            pytest.fail("CI installs node, which runs the page's text.js in this test")
+        pytest.skip("node is not installed")
+    driver = tmp_path / "driver.mjs"
+    driver.write_text(
+        f"import * as text from {json.dumps((PAGE / 'text.js').as_uri())};\n"
+        "import { readFileSync } from 'node:fs';\n"
+        "const countTokens = (piece) => [...piece].length + 1;\n"
+        "const calls = JSON.parse(readFileSync(0, 'utf8'));\n"
+        "const results = calls.map(([name, ...args]) => text[name](...args.map((a) => "
+        "(a === 'count_tokens' ? countTokens : a))));\n"
+        "process.stdout.write(JSON.stringify(results));\n"
+    )
+    done = subprocess.run(
+        ["node", str(driver)], input=json.dumps(calls), capture_output=True, text=True, timeout=60, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def count_tokens(piece: str) -> int:
+    return len(piece) + 1
+
+
+def test_text_js_removes_invisible_characters_as_python_does(tmp_path):
+    mixed = "".join(shown + hidden for shown, hidden in itertools.zip_longest(VISIBLE, INVISIBLE, fillvalue=""))
+    [cleaned] = run_text_js(tmp_path, [["removeInvisibleCharacters", mixed]])
+    assert cleaned == text.remove_invisible_characters(mixed) == VISIBLE
+
+
+def test_text_js_cuts_a_long_sentence_as_python_does(tmp_path):
+    japanese = "緑茶が好きで、パンを食べませんでしたが" * 12 + "🍵" * 40  # no sentence end: one sentence each line
+    # emoji before a clause mark: in the first half of a piece counted in code points, in the second in UTF-16 units
+    emoji = ("🍵" * 6 + "、ab cdefg ") * 8
+    lines = ["my mother really likes green tea, and i like\u200b it too; " * 12, japanese, emoji, "a" * 150]
+    long_text = "\n".join(lines[:2]) + "\n\n" + lines[2]
+    calls = [["hardSplit", line, "count_tokens", limit] for line in lines for limit in (1, 16, 64)]
+    calls.append(["segments", long_text, "en", "count_tokens", 64])
+    split = [text.hard_split(line, count_tokens, limit) for line in lines for limit in (1, 16, 64)]
+    plan = text.segments(long_text, "en", count_tokens, 64)
+    *js_split, js_plan = run_text_js(tmp_path, calls)
+    assert js_split == split
+    assert [(piece["text"], piece["lineBreaks"]) for piece in js_plan] == [(s.text, s.line_breaks) for s in plan]
+    assert len(plan) > len(lines) and max(count_tokens(s.text) for s in plan) <= 64
+
+
+def test_text_js_joins_and_cases_as_python_does(tmp_path):
+    plan = text.segments("one. two.\n\n three.\nfour.", "en", count_tokens, 64)
+    pieces = [{"text": s.text, "lineBreaks": s.line_breaks} for s in plan]
+    translations = ["i went. ", 'she said "no." mr. smith came', "e.g. this... wait", "i.e. the i-th one"]
+    calls = [["join", translations, pieces, lang] for lang in ("en", "ja", "zh-Hans")]
+    calls += [["englishCasing", translation] for translation in translations]
+    expected = [text.join(translations, plan, lang) for lang in ("en", "ja", "zh-Hans")]
+    expected += [text.english_casing(translation) for translation in translations]
+    assert run_text_js(tmp_path, calls) == expected

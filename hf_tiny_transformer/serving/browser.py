@@ -3,13 +3,17 @@ an `export_onnx` folder in transformers.js and translates typed text on the read
 
     write_browser_page("runs/demo/onnx", "runs/demo/page")      # then: python -m http.server -d runs/demo/page
 
-The page (`hf_tiny_transformer/browser/`: index.html, translate.js) handles text as the package's translators do:
-every line sentence by sentence (the browser's Intl.Segmenter), the pieces joined as the target language writes
-them, English output cased; it decodes greedily and shows the translation as it grows. Its libraries come from npm,
-pinned in browser/package-lock.json (`npm ci --prefix hf_tiny_transformer/browser --ignore-scripts`, which `make`
-runs): transformers.js's bundle and onnxruntime-web's WebAssembly, copied into `vendor/`; nothing is fetched from a
-CDN. The folder also holds a README.md with the header of a static Hugging Face Space, so that it can be uploaded
-as one as it is.
+The page (`hf_tiny_transformer/browser/`: index.html, translate.js, and text.js for the text) handles text as the
+package's translators do: invisible characters removed, every line sentence by sentence (the browser's
+Intl.Segmenter), a sentence longer than the model takes cut as `text_tiny_transformer.hard_split` cuts it, the
+pieces joined as the target language writes them, English output cased; it decodes greedily and shows the
+translation as it grows. What fails is said on the page with what to do (opened as a file, a model file missing or
+cut, a translation that failed), in the status line and in the body's data-error. It keeps no copy of the model (its
+files are checked with the server at each load), so that a page written again over a model is loaded anew. Its
+libraries come from npm, pinned in browser/package-lock.json (`npm ci --prefix hf_tiny_transformer/browser
+--ignore-scripts`, which `make` runs): transformers.js's bundle and onnxruntime-web's WebAssembly, copied into
+`vendor/`; nothing is fetched from a CDN. The folder also holds a README.md with the header of a static Hugging Face
+Space, so that it can be uploaded as one as it is.
 """
 
 import contextlib
@@ -34,6 +38,7 @@ VENDOR = {  # what the page loads from vendor/ -> where npm put it
     / "dist"
     / "ort-wasm-simd-threaded.asyncify.wasm",
 }
+PAGE_FILES = ("index.html", "translate.js", "text.js")
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
 SPACE_HEADER = {"title": "hf-tiny-transformer in the browser", "emoji": "🔤", "colorFrom": "blue", "colorTo": "green",
                 "sdk": "static", "app_file": "index.html", "pinned": False}  # fmt: skip
@@ -55,7 +60,7 @@ def write_browser_page(export_folder: str | Path, output_dir: str | Path) -> Pat
     export_folder = Path(export_folder)
     check_libraries()
     with staged_folder(output_dir) as staging:
-        for name in ("index.html", "translate.js"):
+        for name in PAGE_FILES:
             shutil.copy(PAGE / name, staging / name)
         (staging / "vendor").mkdir()
         for name, source in VENDOR.items():
@@ -94,41 +99,95 @@ def served(folder: str | Path) -> Iterator[str]:
         server.server_close()
 
 
-def use_page(
-    url: str, text: str, screenshot: str | Path | None = None, offline: bool = True, timeout: float = 300
-) -> dict:
-    """Open the page in headless Chromium, wait for its model, type `text`, press Translate and wait for the final
-    translation. With `offline`, every address but this machine's is unreachable (a proxy that does not exist), so
-    that anything fetched from elsewhere would fail. Returns the translation, the texts shown while it grew, the
-    seconds the model took to load and the translation took, and the tokens it generated; saves a PNG of the page
-    with `screenshot`."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
+@contextlib.contextmanager
+def chromium_on(url: str, offline: bool = True) -> Iterator:
+    """Headless Chromium showing `url` while the block runs. With `offline`, every address but this machine's is
+    unreachable (a proxy that does not exist), so that anything fetched from elsewhere would fail."""
     from ..demo.app import chromium
 
     driver = chromium(extra_flags=["--proxy-server=http://0.0.0.0:9"] if offline else [])
     try:
         driver.get(url)
+        yield driver
+    finally:
+        driver.quit()
+
+
+class PageFailure(RuntimeError):
+    """The page showed a failure: `failure` as `shown_failure` gives it."""
+
+    def __init__(self, failure: dict):
+        super().__init__(f"the page shows a failure ({failure['kind']}): {failure['message']}")
+        self.failure = failure
+
+
+def shown_failure(driver) -> dict | None:
+    """The failure the page shows, or None: its `kind` ("file", "script", "model" or "translation"), the status
+    line's `message`, and whether the Translate button is enabled (`button_enabled`)."""
+    return driver.execute_script(
+        "const kind = document.body.dataset.error;"
+        "return kind ? {kind, message: document.getElementById('status').innerText,"
+        " button_enabled: !document.getElementById('translate').disabled} : null"
+    )
+
+
+def is_ready(driver) -> bool:
+    """True once the page has loaded its model."""
+    return driver.execute_script("return document.body.dataset.ready === 'true'")
+
+
+def raise_shown_failure(driver):
+    """A PageFailure when the page shows a failure."""
+    failure = shown_failure(driver)
+    if failure:
+        raise PageFailure(failure)
+
+
+def page_failure(url: str, offline: bool = True, timeout: float = 120) -> dict:
+    """Open the page in headless Chromium and wait until it shows a failure; returns it as `shown_failure` does.
+    Raises RuntimeError when the page gets ready instead."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with chromium_on(url, offline) as driver:
+        WebDriverWait(driver, timeout).until(lambda d: shown_failure(d) or is_ready(d))
+        failure = shown_failure(driver)
+        if failure is None:
+            raise RuntimeError(f"{url} loaded its model and shows no failure")
+        return failure
+
+
+def use_page(
+    url: str, text: str, screenshot: str | Path | None = None, offline: bool = True, timeout: float = 300
+) -> dict:
+    """Open the page in headless Chromium (see `chromium_on`), wait for its model, type `text`, press Translate and
+    wait for the final translation. Returns the translation, the texts shown while it grew, the seconds the model
+    took to load and the translation took, the tokens it generated, and whether the button is enabled again; saves
+    a PNG of the page with `screenshot`. Raises PageFailure when the page shows a failure."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with chromium_on(url, offline) as driver:
         wait = WebDriverWait(driver, timeout)
-        wait.until(lambda d: d.execute_script("return document.body.dataset.ready === 'true'"))
+        wait.until(lambda d: is_ready(d) or shown_failure(d))
+        raise_shown_failure(driver)
         box = driver.find_element(By.ID, "source")
         box.clear()
         box.send_keys(text)
-        driver.find_element(By.ID, "translate").click()
+        button = driver.find_element(By.ID, "translate")
+        button.click()
         output = driver.find_element(By.ID, "translation")
-        wait.until(lambda d: output.get_attribute("data-final") == "true")
+        wait.until(lambda d: output.get_attribute("data-final") == "true" or shown_failure(d))
         if screenshot:
             driver.save_screenshot(str(screenshot))
+        raise_shown_failure(driver)
         return {
             "translation": output.text,
             "updates": driver.execute_script("return window.translationUpdates"),
             "load_seconds": float(driver.execute_script("return document.body.dataset.loadSeconds")),
             "seconds": float(output.get_attribute("data-seconds")),
             "tokens": int(output.get_attribute("data-tokens")),
+            "button_enabled": button.is_enabled(),
         }
-    finally:
-        driver.quit()
 
 
-__all__ = ["write_browser_page", "check_libraries", "served", "use_page", "PAGE"]
+__all__ = ["write_browser_page", "check_libraries", "served", "use_page", "page_failure", "PageFailure", "PAGE"]
