@@ -41,6 +41,12 @@ def first_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+def is_rust_panic(error: BaseException) -> bool:
+    """Whether `error` is a panic of a library's Rust code (tokenizers, safetensors): pyo3's PanicException, a
+    BaseException like KeyboardInterrupt, so that `except Exception` lets it through."""
+    return type(error).__module__ == "pyo3_runtime" and type(error).__name__ == "PanicException"
+
+
 def at_least(name: str, value: float | None, lowest: float):
     """Raise a UsageError when `value` (None when not given) is below `lowest`."""
     if value is not None and value < lowest:
@@ -56,4 +62,4 @@ def about(flag: str) -> Iterator[None]:
         raise UsageError(f"{flag} {error}") from None
 
 
-__all__ = ["UsageError", "OneLineErrors", "ArgumentParser", "first_line", "at_least", "about"]
+__all__ = ["UsageError", "OneLineErrors", "ArgumentParser", "first_line", "is_rust_panic", "at_least", "about"]

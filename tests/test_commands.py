@@ -308,3 +308,19 @@ def test_an_export_to_a_full_disk_is_one_line_naming_the_destination_and_leaves_
     fix = "free space there or choose another place"
     assert_one_line_error(result, f"--output_dir {output}: no space is left on its disk; {fix}", code=1)
     assert list(small_disk.iterdir()) == []
+
+
+def test_a_panic_of_a_rust_library_is_one_line_after_its_own_message(capfd):
+    """A tokenizer's regex that backtracks without end on this text: its Rust code panics (a BaseException) and
+    writes the panic on stderr itself; the runner adds one line naming the tokenizer, not a Python traceback."""
+    from tokenizers import Regex, normalizers
+
+    backtracking = normalizers.Replace(Regex(r"(.|..)+\d"), "")
+
+    def main(argv):
+        backtracking.normalize_str("My mother really likes green tea, and I do too.")
+
+    assert run(main, [], prog="tool") == 1
+    stderr = capfd.readouterr().err
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1].startswith("tool: the model's tokenizer fails on this text (Onig: Regex search")

@@ -3,14 +3,18 @@ tokenizer is one line that names the folder, the file and the fix; weights missi
 not a model half made of random numbers. And the demo page's own start-up problems, each one line."""
 
 import json
+import os
 import shutil
 import socket
+import subprocess
 import time
 
 import pytest
+import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import ScriptResult, assert_one_line_error, run_command, run_tool
+from conftest import TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command, run_tool
+from hf_tiny_transformer import TinyTransformerForConditionalGeneration
 
 
 @pytest.fixture
@@ -165,3 +169,93 @@ def test_a_copy_of_the_folder_loads(folder, tmp_path):
     shutil.copytree(folder, tmp_path / "copy")
     result = run_command("translate", "--model", str(tmp_path / "copy"), "I like tea.")
     assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+
+
+# Folders checked before they cost: a config far larger than its weights, a tokenizer that fails on ordinary text, a
+# pickled checkpoint, code named by the tokenizer's files, a Hub id out of reach, beams that cannot fit.
+
+
+def test_a_config_far_larger_than_its_weights_is_refused_before_the_model_is_built(folder, monkeypatch):
+    """d_model raised by hand: the library would build the model at that size (gigabytes) before finding that the
+    weights do not fit. The header of model.safetensors tells at once; the library's load never starts."""
+    set_config(folder, d_model=8192)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the library's load started")
+
+    monkeypatch.setattr(TinyTransformerForConditionalGeneration, "from_pretrained", classmethod(never))
+    result = run_command("translate", "--model", str(folder), "I like tea.")
+    assert_one_line_error(
+        result,
+        f"--model {folder}: config.json's d_model 8192 does not fit model.safetensors",
+        "fix config.json or save the model again",
+    )
+
+
+def test_a_tokenizer_whose_regex_fails_on_ordinary_text_is_one_line(folder):
+    """A normalizer regex that backtracks without end: the tokenizer's Rust code panics (a BaseException, with its
+    own message on stderr); the loader tries the tokenizer on ordinary text and says so in one line."""
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    backtracking = {"type": "Replace", "pattern": {"Regex": r"(.|..)+\d"}, "content": ""}
+    tokenizer["normalizer"] = {"type": "Sequence", "normalizers": [backtracking, tokenizer["normalizer"]]}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    result = run_command("translate", "--model", str(folder), "My mother really likes green tea, and I do too.")
+    assert_one_line_error(
+        result,
+        f"--model {folder}: tokenizer.json fails on ordinary text (Onig: Regex search error: retry-limit-in-match",
+        "fix its normalizer and pre-tokenizer, or save the tokenizer again",
+    )
+
+
+def test_a_folder_with_only_a_pickled_checkpoint_is_one_line_saying_how_to_convert_it(folder):
+    """A pickle can run code when loaded: the package loads safetensors only, and says how to convert one."""
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    result = run_command("translate", "--model", str(folder), "I like tea.")
+    assert_one_line_error(
+        result,
+        f"--model {folder} holds only a pickled checkpoint (pytorch_model.bin), which this package does not load",
+        "from_pretrained it in a session you trust and save_pretrained it",
+    )
+
+
+def test_code_named_by_tokenizer_config_json_is_reported_against_that_file(folder):
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    remote = {"tokenizer_class": "OwnTokenizer", "auto_map": {"AutoTokenizer": ["tokenization_own.OwnTokenizer", None]}}
+    (folder / "tokenizer_config.json").write_text(json.dumps({**tokenizer_config, **remote}))
+    result = run_command("translate", "--model", str(folder), "I like tea.")
+    message = f"--model {folder} holds Python code of its own (tokenizer_config.json's auto_map)"
+    assert_one_line_error(result, message, "--trust_remote_code")
+
+
+@pytest.mark.parametrize("network", ["HF_HUB_OFFLINE", "unreachable"])
+def test_a_hub_id_that_cannot_be_downloaded_is_one_line_with_the_fix(tmp_path, network):
+    """Offline, or with the Hub out of reach (the library would retry for half a minute, a line a try): one line,
+    at once. A fresh process: the Hub's address is read when huggingface_hub is imported."""
+    env = {name: value for name, value in os.environ.items() if name != "HF_HUB_OFFLINE"}
+    env["HF_HOME"] = str(tmp_path / "hf")  # an empty cache
+    if network == "HF_HUB_OFFLINE":
+        env["HF_HUB_OFFLINE"] = "1"
+    else:
+        env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there: the connection is refused
+    command = [TINY_TRANSFORMER, "translate", "--model", "someone/some-model", "I like tea."]
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert_one_line_error(
+        ScriptResult(done.returncode, done.stdout, done.stderr),
+        "--model someone/some-model could not be downloaded",
+        "go online, or download it once with `hf download someone/some-model`, or pass a local folder",
+    )
+
+
+def test_num_beams_too_large_in_generation_config_json_is_reported_against_that_file(folder):
+    """Not as a --num_beams flag the user never passed; a --num_beams given replaces the value, and the model
+    translates."""
+    settings = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**settings, "num_beams": 10**9}))
+    result = run_command("translate", "--model", str(folder), "I like tea.")
+    assert_one_line_error(
+        result,
+        f"--model {folder}: generation_config.json's num_beams 1000000000 does not fit in memory",
+        "fix it there, or pass --num_beams",
+    )
+    assert run_command("translate", "--model", str(folder), "--num_beams", "2", "I like tea.").returncode == 0

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from ..errors import UsageError, about, first_line
+from ..errors import UsageError, about, first_line, is_rust_panic
 
 CHECKPOINT = re.compile(r"checkpoint-\d+")
 StrPath = str | os.PathLike
@@ -33,7 +33,8 @@ _checked_outputs: contextvars.ContextVar[list[str] | None] = contextvars.Context
 def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None, prog: str | None = None) -> int:
     """Call `main(argv)` and return its exit status. A UsageError is written as one line on stderr (`prog: the
     problem; the fix`), exit status 2; Ctrl-C anywhere in it, the imports it makes included, as `prog: interrupted`,
-    130; a full disk or quota while writing as one line naming the output, 1. The libraries' own progress bars
+    130; a full disk or quota while writing as one line naming the output, 1; a Rust library's panic (a tokenizer's
+    regex that fails on the text) as one line after the panic's own, 1. The libraries' own progress bars
     (loading weights, downloads) show only when stderr is a terminal: in a file or CI their carriage returns would
     make the log unreadable."""
     prog = prog or Path(sys.argv[0]).name
@@ -54,6 +55,10 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
         if error.errno not in FULL_DISK:
             raise
         return _failed(prog, _full_disk_problem(error), 1)
+    except BaseException as error:
+        if not is_rust_panic(error):
+            raise
+        return _failed(prog, _panic_problem(error), 1)
     finally:
         _checked_outputs.reset(this_run)
 
@@ -80,6 +85,17 @@ def _failed(prog: str, problem: str, status: int) -> int:
     with command_output(sys.stderr) as output:
         output.error(f"{prog}: {problem}")
     return status
+
+
+def _panic_problem(error: BaseException) -> str:
+    """A Rust library's panic, whose own message is on stderr above: a regex that fails on the text (Onig, the
+    tokenizers' regex engine) is the one a model's files make, in its tokenizer."""
+    if "Onig" in str(error):
+        return (
+            f"the model's tokenizer fails on this text ({first_line(error)}); fix the regex of tokenizer.json's "
+            "normalizer or pre-tokenizer"
+        )
+    return f"a Rust library failed ({first_line(error)})"
 
 
 def _full_disk_problem(error: OSError) -> str:
@@ -406,14 +422,25 @@ def load_translator_from(args, flag: str = "--model"):
             f"--compute_type {args.compute_type} applies to the exports (--engine ctranslate2 or onnx); the "
             "transformers engine computes in the model's dtype (leave --compute_type out, or translate with an export)"
         )
+    folder = getattr(args, flag.lstrip("-"))
     with about(flag if args.engine == "transformers" else f"--engine {args.engine} {flag}"):
-        return load_translator(
-            getattr(args, flag.lstrip("-")),
-            args.engine,
-            args.device,
-            args.trust_remote_code,
-            compute_type=args.compute_type,
+        translator = load_translator(
+            folder, args.engine, args.device, args.trust_remote_code, compute_type=args.compute_type
         )
+        if getattr(args, "num_beams", ()) is None:  # the model's own beams will be used
+            check_own_beams_fit(folder, translator)
+    return translator
+
+
+def check_own_beams_fit(folder: str, translator):
+    """The beams of the model's generation_config.json, checked to fit one sentence in memory before any work, in
+    a line that names that file (the check at translation would name --num_beams, which the user did not pass)."""
+    from ..serving.translator import DoesNotFit
+
+    try:
+        translator.check_fits(None, 1)
+    except DoesNotFit as error:
+        raise UsageError(f"{folder}: generation_config.json's {error}; fix it there, or pass --num_beams") from None
 
 
 __all__ = [
