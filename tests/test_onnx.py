@@ -3,6 +3,8 @@
 on the demo test set; onnxruntime as the third engine of every front door; the export command's checks."""
 
 import json
+import shutil
+import sys
 
 import pytest
 import torch
@@ -12,7 +14,7 @@ from conftest import assert_one_line_error, folder_digest, run_command, run_scri
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape, train_tokenizer
 from hf_tiny_transformer.evaluation import scores
 from hf_tiny_transformer.serving.engines import load_translator
-from hf_tiny_transformer.serving.onnx import OnnxTranslator, export_onnx
+from hf_tiny_transformer.serving.onnx import OnnxTranslator, export_onnx, onnx_packages
 from hf_tiny_transformer.serving.translator import TransformersTranslator
 
 pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
@@ -116,3 +118,168 @@ def test_the_export_command_refuses_what_it_cannot_do(trained_demo_model, demo_e
         "it was exported without --quantization int8",
     )
     assert folder_digest(demo_export) == before
+
+
+# A damaged export, or one of the other kind: one line naming the file and the fix, before any work
+
+EXPORT_AGAIN = "export the model again with tiny-transformer export-onnx --overwrite"
+
+
+def cut(name: str):
+    def damage(folder):
+        path = folder / name
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    return damage
+
+
+def removed(name: str):
+    return lambda folder: (folder / name).unlink()
+
+
+def with_an_unknown_operator(name: str):
+    """The graph parses and has the right shape, but onnxruntime has no operator for one of its nodes."""
+
+    def damage(folder):
+        import onnx
+
+        graph = onnx.load(str(folder / name))
+        graph.graph.node[-1].op_type = "NoSuchOperator"
+        onnx.save(graph, str(folder / name))
+
+    return damage
+
+
+def edited_settings(change):
+    def damage(folder):
+        path = folder / "hf_tiny_transformer.json"
+        settings = json.loads(path.read_text())
+        change(settings)
+        path.write_text(json.dumps(settings))
+
+    return damage
+
+
+def with_config(**fields):
+    return edited_settings(lambda settings: settings["config"].update(fields))
+
+
+DAMAGED_ONNX_EXPORTS = [
+    pytest.param(removed("onnx/decoder_model_merged.onnx"), "onnx/decoder_model_merged.onnx is missing",
+                 id="graph missing"),
+    pytest.param(removed("onnx/encoder_model_quantized.onnx"), "onnx/encoder_model_quantized.onnx is missing",
+                 id="int8 graph missing"),
+    pytest.param(cut("onnx/encoder_model.onnx"), "onnx/encoder_model.onnx is not a whole ONNX file", id="graph cut"),
+    pytest.param(cut("onnx/decoder_model_merged_quantized.onnx"),
+                 "onnx/decoder_model_merged_quantized.onnx is not a whole ONNX file", id="int8 graph cut"),
+    pytest.param(with_an_unknown_operator("onnx/decoder_model_merged_quantized.onnx"),
+                 "onnx/decoder_model_merged_quantized.onnx did not load in onnxruntime", id="runtime refuses graph"),
+    pytest.param(removed("hf_tiny_transformer.json"), "hf_tiny_transformer.json is missing", id="settings missing"),
+    pytest.param(lambda folder: (folder / "hf_tiny_transformer.json").write_text("{not json"),
+                 "hf_tiny_transformer.json is not JSON", id="settings not JSON"),
+    pytest.param(lambda folder: (folder / "hf_tiny_transformer.json").write_text("[]"),
+                 "hf_tiny_transformer.json is not a JSON object", id="settings not an object"),
+    pytest.param(edited_settings(lambda settings: settings.pop("quantization")),
+                 "hf_tiny_transformer.json has no quantization", id="without quantization"),
+    pytest.param(edited_settings(lambda settings: settings.update(quantization="int4")),
+                 "hf_tiny_transformer.json's quantization must be float32 or int8, not 'int4'", id="int4"),
+    pytest.param(with_config(d_model="wide"), "hf_tiny_transformer.json's config", id="d_model not a number"),
+    pytest.param(with_config(d_model=96), "onnx/encoder_model.onnx computes d_model 64, not d_model 96",
+                 id="d_model changed"),
+    pytest.param(with_config(decoder_layers=3), "onnx/decoder_model_merged.onnx takes the keys and values of 2 decoder "
+                 "layers, not decoder_layers 3", id="decoder_layers changed"),
+    pytest.param(with_config(decoder_attention_heads=8), "onnx/decoder_model_merged.onnx takes keys and values of 4 "
+                 "heads, not decoder_attention_heads 8", id="heads changed"),
+    pytest.param(with_config(max_position_embeddings=128), "onnx/encoder_model.onnx has positions for 64 tokens, not "
+                 "max_position_embeddings 128", id="max_position_embeddings raised"),
+    pytest.param(with_config(vocab_size=700), "onnx/decoder_model_merged.onnx gives scores for 600 tokens, not "
+                 "vocab_size 700", id="vocab_size changed"),
+    pytest.param(removed("tokenizer.json"), "tokenizer.json is missing", id="no tokenizer.json"),
+    pytest.param(cut("tokenizer.json"), "tokenizer.json cannot be loaded", id="tokenizer.json cut"),
+    pytest.param(removed("tokenizer_config.json"), "tokenizer_config.json is missing", id="no tokenizer_config.json"),
+    pytest.param(removed("generation_config.json"), "generation_config.json is missing", id="no generation config"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("damage", "problem"), DAMAGED_ONNX_EXPORTS)
+def test_a_damaged_onnx_export_is_one_line_naming_the_file_and_the_fix(demo_export, tmp_path, damage, problem):
+    folder = shutil.copytree(demo_export, tmp_path / "export")
+    damage(folder)
+    assert_one_line_error(
+        run_command("translate", "--engine", "onnx", "--model", str(folder), "I like green tea."),
+        f"--engine onnx --model {folder}: {folder}/{problem}",
+        EXPORT_AGAIN,
+    )
+
+
+def test_a_ctranslate2_export_given_to_the_onnx_engine_names_the_engine_to_use(trained_demo_model, tmp_path):
+    pytest.importorskip("ctranslate2", reason="the [serve] extra is not installed")
+    from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
+
+    folder = export_ctranslate2(*load_pair(trained_demo_model), tmp_path / "ct2")
+    problem = (
+        f"--engine onnx --model {folder}: {folder} is a CTranslate2 export, not an ONNX one; translate with it with "
+        "the ctranslate2 engine (--engine ctranslate2)"
+    )
+    translate = ("translate", "--engine", "onnx", "--model", str(folder), "I like green tea.")
+    assert_one_line_error(run_command(*translate), problem)
+    edited_settings(lambda settings: settings.pop("format"))(folder)  # as exports before the format key
+    assert_one_line_error(run_command(*translate), problem)
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        pytest.param(removed("tokenizer.json"), "tokenizer.json is missing", id="no tokenizer.json"),
+        pytest.param(removed("onnx/decoder_model_merged.onnx"), "onnx/decoder_model_merged.onnx is missing",
+                     id="no decoder graph"),
+        pytest.param(removed("config.json"), "config.json is missing", id="no config.json"),
+    ],
+)  # fmt: skip
+def test_the_browser_page_refuses_an_export_it_cannot_serve_before_writing(demo_export, tmp_path, damage, problem):
+    folder = shutil.copytree(demo_export, tmp_path / "export")
+    damage(folder)
+    page = tmp_path / "page"
+    assert_one_line_error(
+        run_command("browser-page", "--model", str(folder), "--output_dir", str(page)),
+        f"--model {folder}: {folder}/{problem}",
+        EXPORT_AGAIN,
+    )
+    assert not page.exists()
+
+
+# The onnx packages' import: "install" only where one is not installed
+
+
+def fake_package(folder, name: str, body: str):
+    """A package `name` on sys.path whose import runs `body`."""
+    (folder / name).mkdir()
+    (folder / name / "__init__.py").write_text(body)
+
+
+@pytest.fixture
+def fake_onnxruntime(tmp_path, monkeypatch):
+    """Imports of onnxruntime find the package that the test writes with fake_package."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [name for name in sys.modules if name.partition(".")[0] == "onnxruntime"]:
+        monkeypatch.delitem(sys.modules, name)
+    return tmp_path
+
+
+def test_an_interrupted_import_of_onnxruntime_is_an_interruption_not_a_missing_package(fake_onnxruntime):
+    # what a compiled extension raises when Ctrl-C comes while its module initializes (pybind11)
+    fake_package(fake_onnxruntime, "onnxruntime", "raise ImportError('initialization failed') from KeyboardInterrupt()")
+    with pytest.raises(KeyboardInterrupt):
+        onnx_packages()
+
+
+def test_a_broken_onnxruntime_is_named_with_its_own_error_not_as_missing(fake_onnxruntime):
+    fake_package(fake_onnxruntime, "onnxruntime", "raise ImportError('import numpy failed')")
+    with pytest.raises(ImportError, match="^importing onnxruntime failed: import numpy failed$"):
+        onnx_packages()
+
+
+def test_a_missing_onnxruntime_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what an import finds for a package not installed
+    with pytest.raises(ImportError, match=r"pip install 'hf-tiny-transformer\[onnx\]'"):
+        onnx_packages()

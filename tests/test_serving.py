@@ -1,6 +1,7 @@
 """CTranslate2 export and serving: the same tokens as transformers in float32, int8 close to it, clear errors."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -105,7 +106,7 @@ def test_exporting_another_model_is_an_error_and_an_export_replaces_a_folder_who
     export_ctranslate2(model, tokenizer, used, quantization="float32")
     export_ctranslate2(model, tokenizer, used, quantization="int8")  # an existing export is replaced
     assert json.loads((used / "hf_tiny_transformer.json").read_text())["quantization"] == "int8"
-    assert (used / "notes.txt").read_text() == "mine\n"  # what the export does not write stays
+    assert not (used / "notes.txt").exists()  # the export replaces the whole folder (saving.staged_folder)
     assert CTranslate2Translator(used, compute_type="default")("I like cake.")[0]["translation_text"]
     before = folder_digest(used)
 
@@ -203,3 +204,124 @@ def test_evaluation_with_the_engine(exports, trained_demo_model, demo_files, tmp
         run_script("evaluate_model.py", *arguments[:3], str(trained_demo_model), *arguments[4:]),
         "is not a folder written by export_ctranslate2",
     )
+
+
+# A damaged export, or one of the other kind: one line naming the file and the fix, before any work
+
+EXPORT_AGAIN = "export the model again with tiny-transformer export-ctranslate2 --overwrite"
+SETTINGS = "hf_tiny_transformer.json"
+
+
+def cut(name: str):
+    def damage(folder):
+        path = folder / name
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    return damage
+
+
+def removed(name: str):
+    return lambda folder: (folder / name).unlink()
+
+
+def edited_json(name: str, change):
+    def damage(folder):
+        path = folder / name
+        content = json.loads(path.read_text())
+        change(content)
+        path.write_text(json.dumps(content))
+
+    return damage
+
+
+def swap_two_tokens(vocabulary: list[str]):
+    vocabulary[5], vocabulary[6] = vocabulary[6], vocabulary[5]
+
+
+DAMAGED_CTRANSLATE2_EXPORTS = [
+    pytest.param(removed("model.bin"), "model.bin is missing", id="weights missing"),
+    pytest.param(cut("model.bin"), "model.bin did not load in CTranslate2", id="weights cut"),
+    pytest.param(removed("config.json"), "config.json is missing", id="engine config missing"),
+    pytest.param(removed("shared_vocabulary.json"), "shared_vocabulary.json is missing", id="vocabulary missing"),
+    pytest.param(edited_json("shared_vocabulary.json", swap_two_tokens),
+                 "shared_vocabulary.json does not match tokenizer.json: token 5 is", id="another vocabulary"),
+    pytest.param(removed("hf_tiny_transformer.json"), "hf_tiny_transformer.json is missing", id="settings missing"),
+    pytest.param(lambda folder: (folder / "hf_tiny_transformer.json").write_text("[1, 2"),
+                 "hf_tiny_transformer.json is not JSON", id="settings not JSON"),
+    pytest.param(edited_json(SETTINGS, lambda settings: settings.pop("max_position_embeddings")),
+                 "hf_tiny_transformer.json has no max_position_embeddings", id="without max_position_embeddings"),
+    pytest.param(edited_json(SETTINGS, lambda settings: settings.update(max_position_embeddings="64")),
+                 "hf_tiny_transformer.json's max_position_embeddings must be a positive whole number, not '64'",
+                 id="max_position_embeddings not a number"),
+    pytest.param(edited_json(SETTINGS, lambda settings: settings.update(hypothesis_bytes=-1)),
+                 "hf_tiny_transformer.json's hypothesis_bytes must be a positive whole number, not -1",
+                 id="hypothesis size negative"),
+    pytest.param(edited_json("shared_vocabulary.json", lambda vocabulary: vocabulary.append("<extra>")),
+                 "shared_vocabulary.json does not match tokenizer.json: 601 tokens there, 600 in the tokenizer",
+                 id="vocabulary longer"),
+    pytest.param(lambda folder: (folder / "shared_vocabulary.json").write_text("{}"),
+                 "shared_vocabulary.json is not a list of tokens", id="vocabulary not a list"),
+    pytest.param(cut("generation_config.json"), "generation_config.json cannot be loaded", id="generation config cut"),
+    pytest.param(removed("tokenizer.json"), "tokenizer.json is missing", id="no tokenizer.json"),
+    pytest.param(removed("generation_config.json"), "generation_config.json is missing", id="no generation config"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("damage", "problem"), DAMAGED_CTRANSLATE2_EXPORTS)
+def test_a_damaged_ctranslate2_export_is_one_line_naming_the_file_and_the_fix(exports, tmp_path, damage, problem):
+    _, _, paths = exports
+    folder = shutil.copytree(paths["int8"], tmp_path / "export")
+    damage(folder)
+    assert_one_line_error(
+        run_command("translate", "--engine", "ctranslate2", "--model", str(folder), "I like green tea."),
+        f"--engine ctranslate2 --model {folder}: {folder}/{problem}",
+        EXPORT_AGAIN,
+    )
+
+
+def test_an_onnx_export_given_to_the_ctranslate2_engine_names_the_engine_to_use(exports, tmp_path):
+    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+    from hf_tiny_transformer.serving.onnx import export_onnx
+
+    model, tokenizer, _ = exports
+    folder = export_onnx(model, tokenizer, tmp_path / "onnx")
+    problem = (
+        f"--engine ctranslate2 --model {folder}: {folder} is an ONNX export, not a CTranslate2 one; translate with it "
+        "with the onnx engine (--engine onnx)"
+    )
+    translate = ("translate", "--engine", "ctranslate2", "--model", str(folder), "I like green tea.")
+    assert_one_line_error(run_command(*translate), problem)
+    edited_json(SETTINGS, lambda settings: settings.pop("format"))(folder)  # as exports before the format key
+    assert_one_line_error(run_command(*translate), problem)
+
+
+# CTranslate2's import: "install" only where it is not installed
+
+
+@pytest.fixture
+def fake_ctranslate2(tmp_path, monkeypatch):
+    """Imports of ctranslate2 find a package whose import runs the code the test writes into the file returned."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [name for name in sys.modules if name.partition(".")[0] == "ctranslate2"]:
+        monkeypatch.delitem(sys.modules, name)
+    (tmp_path / "ctranslate2").mkdir()
+    return tmp_path / "ctranslate2" / "__init__.py"
+
+
+def test_an_interrupted_import_of_ctranslate2_is_an_interruption_not_a_missing_package(fake_ctranslate2):
+    # what a compiled extension raises when Ctrl-C comes while its module initializes (pybind11)
+    fake_ctranslate2.write_text("raise ImportError('initialization failed') from KeyboardInterrupt()")
+    with pytest.raises(KeyboardInterrupt):
+        serving_ctranslate2.ctranslate2()
+
+
+def test_a_broken_ctranslate2_is_named_with_its_own_error_not_as_missing(fake_ctranslate2):
+    fake_ctranslate2.write_text("import a_library_it_needs")
+    with pytest.raises(ImportError, match="^importing ctranslate2 failed: No module named 'a_library_it_needs'$"):
+        serving_ctranslate2.ctranslate2()
+
+
+def test_a_missing_ctranslate2_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # what an import finds for a package not installed
+    with pytest.raises(ImportError, match=r"pip install 'hf-tiny-transformer\[serve\]'"):
+        serving_ctranslate2.ctranslate2()

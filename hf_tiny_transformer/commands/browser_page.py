@@ -11,8 +11,7 @@ and can be uploaded as a static Hugging Face Space as it is (its README.md has t
 
 from pathlib import Path
 
-from ..errors import ArgumentParser, UsageError
-from ..serving.files import ENCODER
+from ..errors import ArgumentParser, UsageError, first_line
 from .shared import check_output_folder
 
 
@@ -22,11 +21,23 @@ def parse_args(argv=None):
     parser.add_argument("--output_dir", required=True, help="the folder for the page")
     parser.add_argument("--overwrite", action="store_true", help="replace a page already in --output_dir")
     args = parser.parse_args(argv)
-    model = Path(args.model)
-    if not (model / f"{ENCODER}.onnx").is_file():
-        raise UsageError(f"--model {model} is not a folder written by tiny-transformer export-onnx; export one first")
+    check_servable(Path(args.model))
     check_output_folder(args)
     return args
+
+
+def check_servable(folder: Path):
+    """A UsageError in one line, before anything is written, where the page could not serve `folder`: the export's
+    own check (serving.onnx.check_onnx_export), and the files the page reads that the translator does not."""
+    from ..serving.browser import MODEL_FILES
+    from ..serving.files import check_files
+    from ..serving.onnx import check_onnx_export
+
+    try:
+        check_onnx_export(folder)
+        check_files(folder, MODEL_FILES, "onnx")
+    except (ImportError, ValueError) as error:
+        raise UsageError(f"--model {folder}: {first_line(error)}") from None
 
 
 def main(argv=None) -> int:

@@ -10,8 +10,10 @@ The export is built with ctranslate2's own model specification (`TransformerSpec
 paper's post-LN encoder-decoder with relu, the model's own interleaved sinusoidal table and sqrt(d_model)
 embedding scale, one vocabulary shared by source, target and the output projection, and the special tokens
 `<pad>` 0, `<s>` 1 (decoding starts from it), `</s>` 2, `<unk>` 3. The folder also holds the model's tokenizer
-and generation config, which the translator uses. Needs the `[serve]` extra (`pip install
-"hf-tiny-transformer[serve]"`).
+and generation config, which the translator uses, and this package's settings (hf_tiny_transformer.json: the kind
+of export, the positional table's length). The translator checks a folder before any work
+(`check_ctranslate2_export`): a missing or damaged file is one ValueError naming it. Needs the `[serve]` extra
+(`pip install "hf-tiny-transformer[serve]"`).
 """
 
 import json
@@ -21,22 +23,34 @@ from pathlib import Path
 
 import torch
 
+from ..errors import first_line
 from ..hardware import ctranslate2_compute_type
 from ..saving import staged_folder
-from .files import SETTINGS_FILE
+from .files import (
+    CTRANSLATE2_MODEL,
+    SETTINGS_FILE,
+    TranslatorFiles,
+    check_files,
+    check_kind,
+    check_positive,
+    errors_naming,
+    export_again,
+    import_installed,
+    load_translator_files,
+    read_settings,
+)
 from .translator import Translator, generation_limit, hypothesis_bytes, within_own_limits
 
 logger = logging.getLogger(__name__)
 
 
 def ctranslate2():
-    """The ctranslate2 module, or an ImportError that says how to install it."""
-    try:
-        import ctranslate2
-        import ctranslate2.converters
-    except ImportError as error:
-        raise ImportError("Serving needs CTranslate2: pip install 'hf-tiny-transformer[serve]'.") from error
-    return ctranslate2
+    """The ctranslate2 module with its converters, or an ImportError that says how to install it where it is not
+    installed (files.import_installed)."""
+    missing = "Serving needs CTranslate2: pip install 'hf-tiny-transformer[serve]'."
+    module = import_installed("ctranslate2", missing)
+    import_installed("ctranslate2.converters", missing)
+    return module
 
 
 def copy(tensor: torch.Tensor) -> torch.Tensor:
@@ -135,9 +149,14 @@ def convert(spec, output_dir: Path, quantization: str | None):
     SpecConverter().convert(str(output_dir), quantization=quantization, force=True)  # into an empty staging folder
 
 
+def tokens_by_id(tokenizer) -> list[str]:
+    """The tokenizer's tokens in id order."""
+    return [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
+
+
 def vocabulary_of(tokenizer, size: int) -> list[str]:
     """The tokenizer's tokens in id order, as many as the model's vocabulary has."""
-    tokens = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
+    tokens = tokens_by_id(tokenizer)
     if len(tokens) < size:
         raise ValueError(
             f"the tokenizer has {len(tokens)} tokens but the model {size}; export it with its own tokenizer"
@@ -164,6 +183,7 @@ def export_ctranslate2(model, tokenizer, output_dir: str | os.PathLike, quantiza
         model.generation_config.save_pretrained(staging)
         config = model.config
         settings = {
+            "format": "ctranslate2",
             "max_position_embeddings": config.max_position_embeddings,
             "quantization": quantization or "float32",
             "hypothesis_bytes": hypothesis_bytes(
@@ -174,11 +194,51 @@ def export_ctranslate2(model, tokenizer, output_dir: str | os.PathLike, quantiza
     return Path(output_dir)
 
 
+VOCABULARY = "shared_vocabulary.json"  # the tokens by id, as the converter writes one vocabulary for both sides
+
+
+def check_ctranslate2_export(folder: str | os.PathLike) -> TranslatorFiles:
+    """What CTranslate2Translator reads from `folder` besides the engine's model, after checking it: an export of
+    this kind, its settings file and the numbers in it, the engine's files there, its vocabulary the tokenizer's
+    tokens, the tokenizer and generation config loaded. Raises a ValueError naming the file and the fix."""
+    folder = Path(folder)
+    check_kind(folder, "ctranslate2")
+    settings = read_settings(folder, "ctranslate2", ("max_position_embeddings",))
+    for key in ("max_position_embeddings", "hypothesis_bytes"):
+        if key in settings:  # exports before 0.2 did not record the hypothesis size
+            check_positive(folder, settings, key, "ctranslate2")
+    check_files(folder, (CTRANSLATE2_MODEL, "config.json", VOCABULARY), "ctranslate2")
+    files = load_translator_files(folder, "ctranslate2", settings)
+    check_vocabulary(folder, tokens_by_id(files.tokenizer))
+    return files
+
+
+def check_vocabulary(folder: Path, tokens: list[str]):
+    """The engine's vocabulary is the tokenizer's first tokens in id order (the engine takes tokens, the tokenizer
+    gives ids: another tokenizer would translate into other words without an error)."""
+    path = folder / VOCABULARY
+    with errors_naming(path, "cannot be read", "ctranslate2"):
+        vocabulary = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(vocabulary, list):
+        raise ValueError(f"{path} is not a list of tokens; {export_again('ctranslate2')}")
+    if len(vocabulary) > len(tokens):
+        raise ValueError(
+            f"{path} does not match tokenizer.json: {len(vocabulary)} tokens there, {len(tokens)} in the tokenizer; "
+            f"{export_again('ctranslate2')}"
+        )
+    for index, (token, expected) in enumerate(zip(vocabulary, tokens)):
+        if token != expected:
+            raise ValueError(
+                f"{path} does not match tokenizer.json: token {index} is {token!r} there and {expected!r} in the "
+                f"tokenizer; {export_again('ctranslate2')}"
+            )
+
+
 class CTranslate2Translator(Translator):
     """Translate with an exported folder (see `Translator` for what every translator does with texts).
 
     Args:
-        folder: a folder written by `export_ctranslate2`.
+        folder: a folder written by `export_ctranslate2` (checked first: `check_ctranslate2_export`).
         device: "cpu" or "cuda".
         compute_type: ctranslate2's compute type; "auto" (the default) is the fastest this machine runs within 0.5
             BLEU of float32 (`hardware.ctranslate2_compute_type`: int8 on x86 CPUs), logged with the reason;
@@ -189,28 +249,27 @@ class CTranslate2Translator(Translator):
     def __init__(
         self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "auto", intra_threads: int = 0
     ):
-        from transformers import AutoTokenizer, GenerationConfig
-
         folder = Path(folder)
-        if not (folder / SETTINGS_FILE).is_file():
-            raise ValueError(f"{folder} is not a folder written by export_ctranslate2 (no {SETTINGS_FILE})")
-        settings = json.loads((folder / SETTINGS_FILE).read_text())
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        settings, tokenizer, generation_config = check_ctranslate2_export(folder)
+        max_positions = settings["max_position_embeddings"]
         # exports before 0.2 did not record it: a hypothesis of the largest shape the project trains (paper-base)
-        size = settings.get("hypothesis_bytes") or hypothesis_bytes(
-            len(tokenizer), settings["max_position_embeddings"], 6, 512
-        )
-        super().__init__(
-            tokenizer, GenerationConfig.from_pretrained(folder), settings["max_position_embeddings"], size, device
-        )
+        size = settings.get("hypothesis_bytes") or hypothesis_bytes(len(tokenizer), max_positions, 6, 512)
+        super().__init__(tokenizer, generation_config, max_positions, size, device)
         if compute_type == "auto":
             choice = ctranslate2_compute_type(device)
             logger.info("CTranslate2 compute type %s", choice.reason)
             compute_type = choice.compute_type
         self.compute_type = compute_type
-        self.translator = ctranslate2().Translator(
-            str(folder), device=device, compute_type=compute_type, intra_threads=intra_threads
-        )
+        engine = ctranslate2()
+        try:
+            self.translator = engine.Translator(
+                str(folder), device=device, compute_type=compute_type, intra_threads=intra_threads
+            )
+        except RuntimeError as error:  # a damaged model.bin (a bad compute type is a ValueError, said as it is)
+            raise ValueError(
+                f"{folder / CTRANSLATE2_MODEL} did not load in CTranslate2 ({first_line(error)}); "
+                f"{export_again('ctranslate2')}"
+            ) from None
 
     def translate_ids(self, batch, num_beams=None, length_penalty=None, max_new_tokens=None) -> list[str]:
         tokens = [self.tokenizer.convert_ids_to_tokens(ids) for ids in batch]
@@ -227,4 +286,4 @@ class CTranslate2Translator(Translator):
         return self.tokenizer.batch_decode(rows, skip_special_tokens=True)
 
 
-__all__ = ["export_ctranslate2", "CTranslate2Translator", "model_spec", "convert"]
+__all__ = ["export_ctranslate2", "check_ctranslate2_export", "CTranslate2Translator", "model_spec", "convert"]

@@ -13,9 +13,11 @@ quantization of the weights) where asked; batch and lengths are dynamic. "Merged
 and the later ones (it recomputes the cross-attention keys and values from the encoder output at every step, a
 small cost at these sizes, rather than branching). Beside them: the tokenizer, the generation config, a config.json
 that names the architecture as transformers.js knows it (`marian`: MarianMTModel is this architecture,
-hf_tiny_transformer.marian converts exactly), and this package's settings (hf_tiny_transformer.json). The graphs
-are traced from the model's own code (the eager attention path, float32) with torch.onnx's exporter, and the folder
-is written all or nothing. Needs the [onnx] extra (onnx, onnxscript, onnxruntime).
+hf_tiny_transformer.marian converts exactly), and this package's settings (hf_tiny_transformer.json: the kind of
+export, the model's config, the quantization). The graphs are traced from the model's own code (the eager attention
+path, float32) with torch.onnx's exporter, and the folder is written all or nothing. Needs the [onnx] extra (onnx,
+onnxscript, onnxruntime). The translator and the browser page check a folder before any work (`check_onnx_export`):
+a missing, cut or other-shaped file is one ValueError naming it, not the runtime's traceback mid-translation.
 
 In Python the export translates through transformers' own `generate()`: `OnnxSeq2SeqLM` is a model whose forward
 runs the two graphs, so greedy search, beam search and sampling are the library's, and the tokens equal those of
@@ -34,7 +36,20 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
 from ..configuration_tiny_transformer import TinyTransformerConfig
 from ..saving import staged_folder
-from .files import DECODER, ENCODER, QUANTIZED, SETTINGS_FILE
+from .files import (
+    DECODER,
+    ENCODER,
+    QUANTIZED,
+    SETTINGS_FILE,
+    TranslatorFiles,
+    check_files,
+    check_kind,
+    errors_naming,
+    export_again,
+    import_installed,
+    load_translator_files,
+    read_settings,
+)
 from .translator import TransformersTranslator
 
 # config.json's fields for transformers.js, taken from the model's config as they are (Marian's names are ours)
@@ -46,15 +61,10 @@ MARIAN_FIELDS = (
 
 
 def onnx_packages():
-    """onnxruntime and onnx, or an ImportError that says how to install them."""
-    try:
-        import onnx
-        import onnxruntime
-    except ImportError as error:
-        raise ImportError(
-            "The ONNX export needs onnx and onnxruntime: pip install 'hf-tiny-transformer[onnx]'."
-        ) from error
-    return onnx, onnxruntime
+    """onnx and onnxruntime, or an ImportError that says how to install them where one is not installed
+    (files.import_installed)."""
+    missing = "The ONNX export needs onnx and onnxruntime: pip install 'hf-tiny-transformer[onnx]'."
+    return import_installed("onnx", missing), import_installed("onnxruntime", missing)
 
 
 class EncoderGraph(torch.nn.Module):
@@ -206,7 +216,7 @@ def export_onnx(model, tokenizer, output_dir: str | os.PathLike, quantization: s
         tokenizer.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
         (staging / "config.json").write_text(json.dumps(transformers_js_config(config), indent=2) + "\n")
-        settings = {"config": config.to_dict(), "quantization": quantization or "float32"}
+        settings = {"format": "onnx", "config": config.to_dict(), "quantization": quantization or "float32"}
         (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
     return Path(output_dir)
 
@@ -274,23 +284,115 @@ class OnnxSeq2SeqLM(PreTrainedModel, GenerationMixin):
         return Seq2SeqLMOutput(logits=logits, cache=EncoderDecoderCache(earlier, cross))
 
 
+def check_onnx_export(folder: str | os.PathLike) -> TranslatorFiles:
+    """What OnnxTranslator reads from `folder` besides the graphs, after checking it: an export of this kind, its
+    settings file (a valid config, a quantization), every graph it must hold readable and of the settings' shape,
+    the tokenizer and generation config loaded. Raises a ValueError naming the file and the fix."""
+    folder = Path(folder)
+    check_kind(folder, "onnx")
+    settings = read_settings(folder, "onnx", ("config", "quantization"))
+    config = settings_config(folder, settings)
+    graphs = graph_files(folder, settings["quantization"])
+    check_files(folder, graphs, "onnx")
+    for graph in graphs:
+        check_graph(folder / graph, config)
+    return load_translator_files(folder, "onnx", settings)
+
+
+def settings_config(folder: Path, settings: dict) -> TinyTransformerConfig:
+    """The model's config in the settings, checked as the library checks a config, and the quantization beside it."""
+    path = folder / SETTINGS_FILE
+    if settings["quantization"] not in ("float32", "int8"):
+        raise ValueError(
+            f"{path}'s quantization must be float32 or int8, not {settings['quantization']!r}; {export_again('onnx')}"
+        )
+    with errors_naming(f"{path}'s config", "is not one the model can have", "onnx"):
+        if not isinstance(settings["config"], dict):
+            raise TypeError(f"config is {settings['config']!r}, not an object")
+        return TinyTransformerConfig.from_dict(settings["config"])
+
+
+def graph_files(folder: Path, quantization: str) -> list[str]:
+    """The graphs the export must hold: both as traced, and the int8 pair where the settings say int8 or one of it
+    is there (the translator and the page take int8 wherever they find it)."""
+    names = [ENCODER, DECODER]
+    if quantization == "int8" or any((folder / f"{name}{QUANTIZED}.onnx").exists() for name in names):
+        names += [f"{name}{QUANTIZED}" for name in names]
+    return [f"{name}.onnx" for name in names]
+
+
+def check_graph(path: Path, config: TinyTransformerConfig):
+    """One graph, parsed (a cut file is a ValueError, not the runtime's traceback) and compared with the config:
+    the model width, the decoder's layers and heads, the vocabulary and the positional table, as far as the graph
+    says them (a size the exporter left symbolic is not compared)."""
+    onnx, _ = onnx_packages()
+    with errors_naming(path, "is not a whole ONNX file", "onnx"):
+        graph = onnx.load(str(path), load_external_data=False).graph
+    shapes = {value.name: dims(value) for value in (*graph.input, *graph.output)}
+    width = (shapes.get("last_hidden_state") or shapes.get("encoder_hidden_states") or [None])[-1]
+    compare(path, "computes d_model {}", width, "d_model", config.d_model)
+    if "logits" in shapes:  # the decoder
+        past = [shapes[name] for name in shapes if name.startswith("past_key_values.")]  # (B, H, past, Dh) each
+        heads = config.decoder_attention_heads
+        compare(path, "takes the keys and values of {} decoder layers", len(past) // 2, "decoder_layers",
+                config.decoder_layers)  # fmt: skip
+        for _, graph_heads, _, head_size in past:
+            compare(path, "takes keys and values of {} heads", graph_heads, "decoder_attention_heads", heads)
+            compare(path, "takes keys and values {} wide", head_size, "d_model / heads", config.d_model // heads)
+        compare(path, "gives scores for {} tokens", shapes["logits"][-1], "vocab_size", config.vocab_size)
+    compare(path, "has positions for {} tokens", positional_rows(graph, config.d_model), "max_position_embeddings",
+            config.max_position_embeddings)  # fmt: skip
+
+
+def dims(value) -> list[int | None]:
+    """The sizes of a graph input's or output's axes, None for a symbolic one (batch, lengths)."""
+    return [axis.dim_value if axis.HasField("dim_value") else None for axis in value.type.tensor_type.shape.dim]
+
+
+def positional_rows(graph, d_model: int) -> int | None:
+    """The rows of the sinusoidal positional table among the graph's constants: the float matrix of d_model columns
+    whose first row is position 0's encoding (sin 0 in the even columns, cos 0 in the odd ones); None where the
+    exporter kept it elsewhere."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    position_zero = (np.arange(d_model) % 2).astype(np.float32)
+    for tensor in graph.initializer:
+        if tensor.data_type == TensorProto.FLOAT and list(tensor.dims[1:]) == [d_model] and len(tensor.dims) == 2:
+            if np.array_equal(numpy_helper.to_array(tensor)[0], position_zero):
+                return tensor.dims[0]
+    return None
+
+
+def compare(path: Path, graph_has: str, found: int | None, key: str, expected: int):
+    """A ValueError where the graph's size `found` (None where the graph leaves it open) is not the settings'
+    `expected`; `graph_has` says what the size is ("takes {} decoder layers")."""
+    if found is not None and found != expected:
+        raise ValueError(
+            f"{path} {graph_has.format(found)}, not {key} {expected} as {SETTINGS_FILE} says; {export_again('onnx')}"
+        )
+
+
 def sessions(folder: Path, int8: bool, threads: int = 0):
-    """onnxruntime sessions of the encoder and decoder graphs (the `_quantized` ones with `int8`)."""
+    """onnxruntime sessions of the encoder and decoder graphs (the `_quantized` ones with `int8`); a graph the
+    runtime refuses is a ValueError naming it."""
     _, onnxruntime = onnx_packages()
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     suffix = QUANTIZED if int8 else ""
-    return [
-        onnxruntime.InferenceSession(str(folder / f"{graph}{suffix}.onnx"), options, providers=["CPUExecutionProvider"])
-        for graph in (ENCODER, DECODER)
-    ]
+    loaded = []
+    for graph in (ENCODER, DECODER):
+        path = folder / f"{graph}{suffix}.onnx"
+        with errors_naming(path, "did not load in onnxruntime", "onnx"):
+            loaded.append(onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]))
+    return loaded
 
 
 class OnnxTranslator(TransformersTranslator):
     """Translate with an export_onnx folder in onnxruntime (see `Translator` for what every translator does).
 
     Args:
-        folder: a folder written by `export_onnx`.
+        folder: a folder written by `export_onnx` (checked first: `check_onnx_export`).
         device: "cpu" (onnxruntime's CPU provider).
         compute_type: "float32" or "int8" (the `_quantized` graphs, where the folder has them); "auto": int8 where
             the folder has it, as the browser page takes it, else float32; "default": the folder's own.
@@ -300,14 +402,10 @@ class OnnxTranslator(TransformersTranslator):
     def __init__(
         self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "auto", intra_threads: int = 0
     ):
-        from transformers import AutoTokenizer, GenerationConfig
-
         folder = Path(folder)
-        if not (folder / SETTINGS_FILE).is_file() or not (folder / f"{ENCODER}.onnx").is_file():
-            raise ValueError(f"{folder} is not a folder written by export_onnx (no {SETTINGS_FILE} or {ENCODER}.onnx)")
+        settings, tokenizer, generation_config = check_onnx_export(folder)
         if torch.device(device).type != "cpu":
             raise ValueError(f"the onnx engine runs on the CPU here, not {device!r}; pass --device cpu")
-        settings = json.loads((folder / SETTINGS_FILE).read_text())
         has_int8 = (folder / f"{ENCODER}{QUANTIZED}.onnx").is_file()
         if compute_type in ("auto", "default"):
             compute_type = (
@@ -319,8 +417,8 @@ class OnnxTranslator(TransformersTranslator):
         self.compute_type = compute_type
         config = TinyTransformerConfig.from_dict(settings["config"])
         model = OnnxSeq2SeqLM(config, *sessions(folder, compute_type == "int8", intra_threads))
-        model.generation_config = GenerationConfig.from_pretrained(folder)
-        super().__init__(model, AutoTokenizer.from_pretrained(folder))
+        model.generation_config = generation_config
+        super().__init__(model, tokenizer)
 
 
-__all__ = ["export_onnx", "OnnxTranslator", "OnnxSeq2SeqLM"]
+__all__ = ["export_onnx", "check_onnx_export", "OnnxTranslator", "OnnxSeq2SeqLM"]
