@@ -4,8 +4,8 @@
     tiny-transformer translate --engine ctranslate2 --model runs/en-ja/ct2-int8 "I like green tea."
 
 The folder gets the engine's model files, the model's tokenizer and generation config (beam size and length
-penalty), written all or nothing; an existing export there is replaced only with --overwrite. Needs the [serve]
-extra (ctranslate2).
+penalty) and hf_tiny_transformer.json (which says it is a CTranslate2 export), written all or nothing; an existing
+export there is replaced only with --overwrite. Needs the [serve] extra (ctranslate2).
 """
 
 from ..errors import ArgumentParser

@@ -4,9 +4,9 @@
     tiny-transformer translate --engine onnx --model runs/demo/onnx "I like green tea."
 
 The folder gets onnx/encoder_model.onnx and onnx/decoder_model_merged.onnx (with `_quantized` int8 variants with
---quantization int8), the model's tokenizer and generation config and a config.json transformers.js reads, written
-all or nothing (hf_tiny_transformer.serving.onnx); an existing export there is replaced only with --overwrite.
-Needs the [onnx] extra (onnx, onnxscript, onnxruntime).
+--quantization int8), the model's tokenizer and generation config, a config.json transformers.js reads and
+hf_tiny_transformer.json (which says it is an ONNX export), written all or nothing (hf_tiny_transformer.serving.onnx);
+an existing export there is replaced only with --overwrite. Needs the [onnx] extra (onnx, onnxscript, onnxruntime).
 """
 
 from ..errors import ArgumentParser
