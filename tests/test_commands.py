@@ -230,12 +230,13 @@ def test_ctrl_c_in_a_command_is_one_line_and_exit_status_130(capsys):
 
 @pytest.mark.parametrize(
     "moment",
-    ["hf_tiny_transformer.commands", "hf_tiny_transformer.serving.engines"],
+    ["datasets.arrow_dataset", "hf_tiny_transformer.serving.engines"],
     ids=["while-importing-its-libraries", "while-loading-the-model"],
 )
 def test_ctrl_c_while_translate_starts_is_one_line(trained_demo_model, tmp_path, moment):
-    """Pressed once the command's package is imported (the runner then imports the libraries it needs: datasets,
-    the engines), and once the engines are (the model is then loaded): the installed command, in a fresh process."""
+    """Pressed as the runner imports the libraries the command needs (datasets, then the engines), and once the
+    engines are imported (the model is then loaded): the installed command, in a fresh process. Not before: pip's
+    wrapper imports the package (transformers, torch) before the runner starts, and Ctrl-C there is Python's own."""
     command = [TINY_TRANSFORMER, "translate", "--model", str(trained_demo_model)]
     assert_interrupted(interrupted(command, imported(moment), tmp_path), "tiny-transformer translate")
 

@@ -208,7 +208,8 @@ def check_output(
     """Check a command's output path before any work: a UsageError with one line naming `flag`, the problem and the
     fix (`--output_dir runs/x already holds a model or checkpoints; pass --overwrite to replace it, ...`) when the
     path is the wrong kind or in the wrong place, is, holds or lies inside one of `inputs`, already holds a model
-    and `overwrite` is False, or cannot be written."""
+    and `overwrite` is False, or cannot be written. Under run(), a path that passes is what a full disk is reported
+    against."""
     path = Path(path)
     problem = (
         _place_problem(path, kind)
