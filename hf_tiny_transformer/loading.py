@@ -10,10 +10,10 @@ settings that cannot be used (0 beams), a tokenizer without its padding token, a
 folder, and a folder of the parameter layout before version 0.2 (converted by `tiny-transformer upgrade`) are each a
 `UsageError` naming the folder; a command adds its flag (`errors.about`).
 
-What would cost before failing is checked first: a config that needs more parameters than model.safetensors holds
-(the library would build the model at that size), a tokenizer whose Rust code panics on ordinary text, a Hub id that
-cannot be downloaded (the library would retry for half a minute). A folder holding only a pickled checkpoint is
-refused: a pickle can run code when loaded, and the package loads safetensors only.
+What would cost before failing is checked first: a config that needs far more parameters than model.safetensors
+holds (the library would build the model at that size), a tokenizer whose Rust code panics on ordinary text, a Hub
+id that cannot be downloaded (the library would retry for half a minute). A folder holding only a pickled
+checkpoint is refused: a pickle can run code when loaded, and the package loads safetensors only.
 """
 
 import contextlib
@@ -30,8 +30,8 @@ from .errors import UsageError, first_line, is_rust_panic
 from .serving.files import CTRANSLATE2_MODEL, ENCODER
 
 EXPORT_FILES = {CTRANSLATE2_MODEL: "CTranslate2", f"{ENCODER}.onnx": "ONNX"}  # a serving export's file -> its engine
-# What the tokenizer is tried on once loaded: text of a common length, no digits (a regex that backtracks without end
-# on text like this would panic on the first sentence translated).
+# What the tokenizer is tried on once loaded: a sentence of a common length (a regex that backtracks without end on
+# text like this would panic on the first sentence translated).
 ORDINARY_TEXT = "An ordinary sentence of a common length, with commas, as a translation would give it to the tokenizer."
 
 

@@ -325,3 +325,14 @@ def test_a_panic_of_a_rust_library_is_one_line_after_its_own_message(capfd):
     stderr = capfd.readouterr().err
     assert "Traceback" not in stderr
     assert stderr.splitlines()[-1].startswith("tool: the model's tokenizer fails on this text (Onig: Regex search")
+
+
+def test_a_full_disk_where_no_output_was_checked_is_said_of_the_commands_output(capsys):
+    """A command that writes on standard output (translate > file): the write's error names no file."""
+
+    def main(argv):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    assert run(main, [], prog="tool") == 1
+    fix = "free space there or write the output elsewhere"
+    assert capsys.readouterr().err == f"tool: writing its output: no space is left on its disk; {fix}\n"

@@ -99,9 +99,11 @@ def _panic_problem(error: BaseException) -> str:
 
 
 def _full_disk_problem(error: OSError) -> str:
-    """A full disk or quota, said of the outputs the command checked, else of the file the error names."""
-    place = ", ".join(_checked_outputs.get() or []) or error.filename or "the output"
-    return f"{place}: {FULL_DISK[error.errno]}; free space there or choose another place"
+    """A full disk or quota, said of the outputs the command checked, else of the file the error names, else of the
+    command's output (standard output, redirected to a file)."""
+    if place := ", ".join(_checked_outputs.get() or []) or error.filename:
+        return f"{place}: {FULL_DISK[error.errno]}; free space there or choose another place"
+    return f"writing its output: {FULL_DISK[error.errno]}; free space there or write the output elsewhere"
 
 
 @contextlib.contextmanager
