@@ -4,6 +4,7 @@ one line naming where it is and the fix."""
 
 import codecs
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,3 +97,21 @@ def test_a_text_argument_that_is_not_utf8_is_one_line(trained_demo_model):
         "tiny-transformer translate: text argument 2 holds a byte that is not UTF-8 (0xe9); pass UTF-8 text, e.g. "
         "convert it with iconv -t UTF-8",
     )
+
+
+def test_ctrl_c_between_two_lines_of_standard_input_is_one_line_and_exit_status_130(trained_demo_model):
+    """A person translating line by line stops with Ctrl-C: the lines translated so far stay printed, then one line."""
+    command = [TINY_TRANSFORMER, "translate", "--model", str(trained_demo_model), "--batch_size", "1"]
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8"
+    )
+    try:
+        process.stdin.write("I like green tea.\n")
+        process.stdin.flush()
+        first = process.stdout.readline()  # translated: the command now waits for the next line
+        process.send_signal(signal.SIGINT)
+        rest, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert first == "私は緑茶が好きです。\n" and rest == ""
+    assert (process.returncode, stderr.strip()) == (130, "tiny-transformer translate: interrupted"), stderr[-2000:]

@@ -113,6 +113,4 @@ def main(argv=None) -> int:
                     print("\n".join(translator.translate(batch, **args.settings)), flush=True)
     except UnicodeDecodeError:
         raise UsageError(f"standard input is not {encoding.name} text; convert it, e.g. with iconv -t utf-8") from None
-    except KeyboardInterrupt:
-        return 130
     return 0
