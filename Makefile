@@ -12,10 +12,9 @@ CORPUS_DIR ?= $(firstword $(wildcard data/small_parallel_enja) $(wildcard ../sha
 CORPUS_REPOSITORY ?= https://github.com/odashi/small_parallel_enja.git
 CORPUS_COMMIT ?= 312408a11c5fbcbc09443bebb18121f7efdcd61e
 TRAIN_FLAGS ?=
-# Training runs on gperftools' tcmalloc where the machine has it (Debian, Ubuntu: apt-get install
-# libtcmalloc-minimal4): with glibc's allocator a bf16 step on a CPU slows as the run goes (over 1,000 en-ja
-# steps on the AMX CPU bf16 trained 1.40-1.41x float32's tokens a second on glibc's, 1.67-1.70x on tcmalloc:
-# benchmarks/README.md). Found as hardware.tcmalloc_library finds it; make ... TCMALLOC= trains on glibc's.
+# The memory allocator, chosen here and only here: gperftools' tcmalloc where the machine has it (Debian, Ubuntu:
+# apt-get install libtcmalloc-minimal4), on which a bf16 step on a CPU keeps its speed as glibc's heap fragments with
+# oneDNN's kernels (docs/bf16-on-cpus.md); make ... TCMALLOC= trains on glibc's.
 TCMALLOC ?= $(shell $(PYTHON) -c "import ctypes.util as u; print(u.find_library('tcmalloc_minimal') or u.find_library('tcmalloc') or '')")
 TRAIN := $(if $(TCMALLOC),LD_PRELOAD="$(TCMALLOC)$${LD_PRELOAD:+ $$LD_PRELOAD}" )$(PY) training/train.py
 

@@ -10,13 +10,15 @@ page decodes greedily, one sentence after another, on one thread. Writes runs/sp
 """
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.commands.shared import check_report, run
+from hf_tiny_transformer.commands.output_guard import check_output
+from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.errors import at_least
 from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.loading import load_model_folder
@@ -36,7 +38,9 @@ def parse_args(argv=None):
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "browser_page.json")
     args = parser.parse_args(argv)
     at_least("--rounds", args.rounds, 1)
-    check_report(args.output)
+    with contextlib.suppress(OSError):  # reports go under runs/, new in a clone; check_output names a problem
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    check_output(args.output, kind="file", flag="--output")
     return args
 
 

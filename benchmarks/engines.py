@@ -13,6 +13,7 @@ translations, re-tokenized. Writes runs/speed/engines.json.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
@@ -23,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from hf_tiny_transformer.commands.shared import check_report, run
+from hf_tiny_transformer.commands.output_guard import check_output
+from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.errors import UsageError, at_least
 from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.loading import load_model_folder
@@ -50,7 +52,9 @@ def parse_args(argv=None):
     at_least("--rounds", args.rounds, 2)
     if not Path(args.source_file).is_file():
         raise UsageError(f"--source_file {args.source_file} does not exist; run make demo, or pass a file")
-    check_report(args.output)
+    with contextlib.suppress(OSError):  # reports go under runs/, new in a clone; check_output names a problem
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    check_output(args.output, kind="file", flag="--output")
     return args
 
 

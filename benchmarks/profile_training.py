@@ -1,35 +1,26 @@
-"""Where a training step's time goes, in float32, under bfloat16 autocast and on bfloat16 weights: torch.profiler's
-operators by kind.
+"""Where a training step's time goes, in float32 and under bfloat16 autocast: torch.profiler's operators by kind.
 
     python benchmarks/profile_training.py [--recipe training/recipes/ja-en.json] [--steps 20] [--batch_tokens 2048]
-        [--shape tiny] [--precision fp32 bf16 bf16_weights] [--attn_implementation sdpa eager eager] [--threads N]
+        [--shape tiny] [--precision fp32 bf16] [--threads N]
 
-One step is train.py's (training.precision.ModeRun, as the precision trial times it: forward, under autocast for
-bf16 with its outputs cast to float32 as accelerate does, the recipe's label-smoothed loss, backward, gradient
-clipping and the run's optimizer from the recipe's flags; bf16_weights: forward and backward on a bfloat16 copy of
-the model instead of under autocast, train.py's `--bf16_weights true`), on one batch by tokens of the recipes' size
-(pairs of 9 + 9 tokens, the corpus's average, random ids; no data loading), with train.py's settings (oneDNN's
-kernel cache, denormals flushed). Each precision is warmed up, then profiled over --steps steps, with the attention
-implementation given for it in the same order (default: sdpa for fp32, eager for both ways of bf16, what `--precision
-auto` chooses on this project's bf16 CPUs).
-Before profiling, the same steps are timed without the profiler, phase by phase (weights in: the bfloat16 copy's
-weights from the float32 model; forward, the outputs' cast included; loss; backward; gradients out: the copy's
-gradients added to the float32 model's; clipping; optimizer): the profiler adds a cost to every operator, which
-inflates the small ones, so the phases are the truer split of a step's time, the kinds of operator the finer one.
-Prints, per precision, the step time with and without the profiler, the milliseconds a step of each phase, the share
-and the milliseconds a step of each kind of operator (dropout's random masks, matrix multiplies, attention, softmax
-and the loss, LayerNorm, casts between dtypes, the optimizer, the rest) and the slowest operators, and one JSON
-line; writes runs/speed/profile_training.json. On a CPU without bfloat16 instructions the bf16 rows show the
-emulation's cost. --threads N profiles on N of torch's threads (default: torch's own choice, one a core): run it
-with 1 and with 2 to see which kinds gain from a second core. With --batch_tokens 36 (two pairs) a step does almost
-no work: what is left is its fixed cost (the optimizer and clipping on every weight, each operator's launch, the
-bfloat16 casts or copies of the weights), which a larger batch does not grow.
+One step is train.py's (trainer.precision.ModeRun, as the precision trial times it: forward, under autocast for bf16
+with its outputs cast to float32 as accelerate does, with the attention that goes with the precision; the recipe's
+label-smoothed loss, backward, gradient clipping and the run's optimizer from the recipe's flags), on one batch by
+tokens of the recipes' size (pairs of 9 + 9 tokens, the corpus's average, random ids; no data loading), with
+train.py's CPU settings (oneDNN's kernel cache, denormals flushed). Each precision is warmed up, timed without the
+profiler (the truer step time: the profiler adds a cost to every operator, which inflates the small ones), then
+profiled over --steps steps. Prints, per precision, the step time with and without the profiler, the share and the
+milliseconds a step of each kind of operator (matrix multiplies, attention, softmax and the loss, LayerNorm, casts
+between dtypes, the optimizer, dropout, the rest) and the slowest operators, and one JSON line; writes
+runs/speed/profile_training.json. On a CPU without bfloat16 instructions the bf16 rows show the emulation's cost.
+--threads N profiles on N of torch's threads: run it with 1 and with 2 to see which kinds gain from a second core.
+With --batch_tokens 36 (two pairs) what is left is a step's fixed cost.
 """
 
+import contextlib
 import json
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -37,13 +28,14 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape, shape_names
-from hf_tiny_transformer.commands.shared import check_report, run
+from hf_tiny_transformer.commands.output_guard import check_output
+from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.data.files import read_json_object
-from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
-from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels, keep_freed_memory
+from hf_tiny_transformer.errors import ArgumentParser, at_least
+from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels
 from hf_tiny_transformer.saving import write_atomically
-from hf_tiny_transformer.training.arguments import parse_arguments
-from hf_tiny_transformer.training.precision import Mode, ModeRun
+from hf_tiny_transformer.trainer.arguments import parse_arguments
+from hf_tiny_transformer.trainer.precision import Mode, ModeRun, attention_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR_LENGTH = 9  # source and target tokens of each pair in the batch: the corpus's average
@@ -63,20 +55,6 @@ def kind_of(name: str) -> str:
     return next((kind for kind, fragments in KINDS if any(fragment in name for fragment in fragments)), "other")
 
 
-class PhaseClock:
-    """Milliseconds spent in each phase of ModeRun's steps, summed over them: called with a phase's name as it ends
-    (training.precision.ModeRun.steps)."""
-
-    def __init__(self):
-        self.milliseconds: dict[str, float] = defaultdict(float)
-        self.last = time.perf_counter()
-
-    def __call__(self, phase: str) -> None:
-        now = time.perf_counter()
-        self.milliseconds[phase] += (now - self.last) * 1000
-        self.last = now
-
-
 def batch(model, batch_tokens: int) -> dict[str, torch.Tensor]:
     """A batch of the size --batch_tokens makes for pairs of PAIR_LENGTH source and target tokens, with the
     decoder's inputs made from the labels as the run's collator makes them."""
@@ -91,17 +69,16 @@ def batch(model, batch_tokens: int) -> dict[str, torch.Tensor]:
     }
 
 
-def profile_precision(precision: str, attention: str, training_args, args) -> dict:
-    """train.py's step in this mode (training.precision.ModeRun: the run's optimizer, loss and clipping) on one
-    batch, warmed up, then profiled."""
+def profile_precision(precision: str, training_args, args) -> dict:
+    """train.py's step in this precision (trainer.precision.ModeRun: the run's optimizer, loss and clipping) on one
+    batch, warmed up, timed, then profiled."""
     torch.manual_seed(0)
     model = TinyTransformerForConditionalGeneration(load_shape(args.shape))
-    mode = Mode("bf16", attention, "bf16") if precision == "bf16_weights" else Mode(precision, attention)
-    runner = ModeRun(model, mode, training_args, torch.device("cpu"))
+    attention = attention_for(precision, "cpu")
+    runner = ModeRun(model, Mode(precision, attention), training_args, torch.device("cpu"))
     inputs = batch(model, args.batch_tokens)
     runner.steps([inputs] * args.warmup)
-    clock = PhaseClock()
-    unprofiled = runner.steps([inputs] * args.steps, clock) / args.steps
+    unprofiled = runner.steps([inputs] * args.steps) / args.steps
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         seconds = runner.steps([inputs] * args.steps) / args.steps
     events = [event for event in profiler.key_averages() if event.self_cpu_time_total > 0]
@@ -117,7 +94,6 @@ def profile_precision(precision: str, attention: str, training_args, args) -> di
         "seconds_per_step": seconds,
         "tokens_per_second": tokens / seconds,
         "seconds_per_step_unprofiled": unprofiled,
-        "phases": {phase: total / args.steps for phase, total in clock.milliseconds.items()},
         "shares": shares,
         "milliseconds": {kind: share * total / 1000 / args.steps for kind, share in shares.items()},
         "slowest": [(event.key, event.self_cpu_time_total / total) for event in slowest],
@@ -131,12 +107,7 @@ def main(argv=None) -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch_tokens", type=int, default=2048)
     parser.add_argument("--shape", default="tiny", choices=shape_names())
-    parser.add_argument(
-        "--precision", nargs="+", default=["fp32", "bf16", "bf16_weights"], choices=["fp32", "bf16", "bf16_weights"]
-    )
-    parser.add_argument(
-        "--attn_implementation", nargs="+", default=["sdpa", "eager", "eager"], choices=["sdpa", "eager"]
-    )
+    parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--threads", type=int, help="torch's threads; default: torch's choice")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "profile_training.json")
@@ -144,20 +115,16 @@ def main(argv=None) -> None:
     for flag in ("--steps", "--warmup", "--threads"):  # --threads: None when not given
         at_least(flag, getattr(args, flag[2:]), 1)
     at_least("--batch_tokens", args.batch_tokens, 2 * PAIR_LENGTH)  # one pair
-    if len(args.attn_implementation) != len(args.precision):
-        raise UsageError("give --attn_implementation one implementation for each --precision, in the same order")
     read_json_object(args.recipe, "--recipe")
-    check_report(args.output)
+    with contextlib.suppress(OSError):  # reports go under runs/, new in a clone; check_output names a problem
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    check_output(args.output, kind="file", flag="--output")
     keep_compiled_kernels()  # before oneDNN's first kernel and torch's first parallel operation, as train.py
-    keep_freed_memory()
     flush_denormals()
     if args.threads:
         torch.set_num_threads(args.threads)
     _, _, training_args = parse_arguments([args.recipe, "--output_dir", tempfile.mkdtemp(), "--precision", "fp32"])
-    pairs = zip(args.precision, args.attn_implementation)
-    results = {
-        precision: profile_precision(precision, attention, training_args, args) for precision, attention in pairs
-    }
+    results = {precision: profile_precision(precision, training_args, args) for precision in args.precision}
     print(describe())
     for precision, result in results.items():
         print(
@@ -165,9 +132,6 @@ def main(argv=None) -> None:
             f"{result['tokens_per_second']:,.0f} tokens/s; without the profiler "
             f"{result['seconds_per_step_unprofiled'] * 1000:.0f} ms a step"
         )
-        print("| phase, without the profiler | ms a step |\n|---|---:|")
-        for phase, milliseconds in result["phases"].items():
-            print(f"| {phase} | {milliseconds:.1f} |")
         print("| kind | share of operator time | ms a step |\n|---|---:|---:|")
         for kind, share in result["shares"].items():
             print(f"| {kind} | {share:.1%} | {result['milliseconds'][kind]:.1f} |")

@@ -21,6 +21,7 @@ Prints a table and, last, one JSON line of our/Marian ratios (memory: lower is b
 """
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -38,11 +39,11 @@ from transformers import GenerationConfig
 from transformers.trainer_pt_utils import LabelSmoother
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
-from hf_tiny_transformer.commands.shared import check_report, run
-from hf_tiny_transformer.hardware import keep_freed_memory
+from hf_tiny_transformer.commands.output_guard import check_output
+from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.marian import marian_of_the_same_shape
 from hf_tiny_transformer.saving import write_atomically
-from hf_tiny_transformer.training.loss import LabelSmoothing
+from hf_tiny_transformer.trainer.loss import LabelSmoothing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,16 +70,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--bf16",
         action="store_true",
         help="also train both in bfloat16 (CPU autocast): fast only where the CPU has bfloat16 instructions (AVX-512 "
-        "BF16, AMX), about 27x slower than float32 where it has not (benchmarks/README.md)",
-    )
-    parser.add_argument(
-        "--trainer_smoother_for_ours",
-        action="store_true",
-        help="label-smooth our model's loss with Trainer's LabelSmoother too, as train.py did before the loss moved "
-        "into the model (to measure what that move bought)",
-    )
-    parser.add_argument(
-        "--keep_freed_memory", action="store_true", help="glibc keeps freed memory (train.py's allocator setting)"
+        "BF16, AMX), many times slower than float32 where it has not",
     )
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "result.json")
     return parser.parse_args(argv)
@@ -107,16 +99,16 @@ def synchronize(device: str):
 class TrainingStep:
     """One forward + backward + AdamW step of `model` on `batch`, as a callable, with label smoothing 0.1 computed
     from the logits as Trainer computes it under train.py (the labels kept out of the model): ours by the fused
-    loss TranslationTrainer hands Trainer (`training.trainer.LabelSmoothing`), Marian's by Trainer's own
+    loss TranslationTrainer hands Trainer (`trainer.loss.LabelSmoothing`), Marian's by Trainer's own
     LabelSmoother. `bf16`: forward and loss under CPU autocast, as Trainer's --bf16 does."""
 
-    def __init__(self, model: torch.nn.Module, batch: dict, device: str, bf16: bool, smoother_for_ours: bool = False):
+    def __init__(self, model: torch.nn.Module, batch: dict, device: str, bf16: bool):
         self.model, self.device, self.bf16 = model.train(), device, bf16
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         labels = batch["labels"]
         decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
         self.batch = {**{k: v for k, v in batch.items() if k != "labels"}, "decoder_input_ids": decoder_input_ids}
-        if isinstance(model, TinyTransformerForConditionalGeneration) and not smoother_for_ours:
+        if isinstance(model, TinyTransformerForConditionalGeneration):
             fused = LabelSmoothing(LABEL_SMOOTHING)
             self.loss = lambda outputs: fused(outputs, labels)
         else:
@@ -230,9 +222,7 @@ def measure_training(preset: str, vocab_size: int | None, args) -> dict[str, dic
     batch = training_batch(models["ours"].config.vocab_size, args.device)
     precisions = ("fp32", "bf16") if args.bf16 else ("fp32",)
     steps = {
-        f"{name}_{precision}": TrainingStep(
-            model, batch, args.device, bf16=precision == "bf16", smoother_for_ours=args.trainer_smoother_for_ours
-        )
+        f"{name}_{precision}": TrainingStep(model, batch, args.device, bf16=precision == "bf16")
         for name, model in models.items()
         for precision in precisions
     }
@@ -301,9 +291,9 @@ def measure_generation(args) -> dict[str, dict[str, float]]:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    check_report(args.output)
-    if args.keep_freed_memory:
-        keep_freed_memory()
+    with contextlib.suppress(OSError):  # reports go under runs/, new in a clone; check_output names a problem
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    check_output(args.output, kind="file", flag="--output")
     table = {}  # measurement -> {"ours": value, "marian": value}
     table.update(measure_training("tiny", args.vocab_size, args))
     if not args.skip_generation:

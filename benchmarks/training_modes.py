@@ -7,64 +7,48 @@ default, on the real corpus, in source tokens a second without padding.
 Every run is a fresh `training/train.py` process with the recipe, less its time budget, checkpoints, averaging and
 test translation, for --max_steps steps; Trainer counts the source tokens it trains on without padding
 (`--include_num_input_tokens_seen non_padding`), divided by its training time. The modes take turns for --rounds
-rounds; medians. --modes times some of them (the recommended mode always: the table's ratios are to it; the
-tcmalloc modes only when named). A short
-run understates bfloat16: its first steps compile oneDNN's kernels for each new batch shape (158 an epoch on the
-ja-en recipe), which float32 does not; on the AMX CPU bf16 was 1.16x float32 over the first 100 steps and 1.37x after
-(benchmarks/README.md), so compare precisions there over several hundred steps (--max_steps 1000).
-- ours, recommended: the recipe as it is (batches of --batch_tokens tokens, the fused label-smoothed loss, train.py's
-  allocator setting, --precision auto: bfloat16 where the hardware has it);
+rounds; medians. --modes times some of them (the recommended mode always: the table's ratios are to it). A short
+run understates bfloat16: its first steps compile oneDNN's kernels for each new batch shape, which float32 does not,
+so compare precisions over several hundred steps (--max_steps 1000). The runs inherit this process's environment:
+`LD_PRELOAD=libtcmalloc_minimal.so.4 python benchmarks/training_modes.py ...` times them on tcmalloc, as make runs
+train.py where it is installed.
+- ours, recommended: the recipe as it is (batches of --batch_tokens tokens, the fused label-smoothed loss,
+  --precision auto: bfloat16 where the hardware has it and the trial finds it faster);
 - ours, float32: the same with --precision fp32 (on a CPU without bfloat16 instructions, the same as the above);
-- ours, tcmalloc / ours, float32, tcmalloc: the two above on gperftools' tcmalloc (LD_PRELOAD), as make runs
-  train.py where it is installed (hardware.tcmalloc_library; with glibc's allocator a bf16 step slows as a run goes);
-- ours, bf16 weights: the recommended mode with --bf16_weights true (where the trial chooses bf16, the forward and
-  backward passes run on a bfloat16 copy of the model instead of under autocast);
 - Marian, the same flags: the recommended mode with `--architecture marian`;
 - Marian, Trainer's defaults: `--architecture marian`, float32, batches of 64 pairs in Trainer's random order
-  (`--train_sampling_strategy random`), glibc's default allocator (its default thresholds in GLIBC_TUNABLES, which
-  train.py then leaves as they are).
-Prints a table (with the memory allocator each mode's runs recorded) and one JSON line; writes
-runs/speed/training_modes.json.
+  (`--train_sampling_strategy random`).
+Prints a table and one JSON line; writes runs/speed/training_modes.json.
 """
 
 import argparse
+import contextlib
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.commands.shared import check_report, check_saved_tokenizer, run
+from hf_tiny_transformer.commands.output_guard import check_output
+from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
-from hf_tiny_transformer.hardware import INSTALL_TCMALLOC, tcmalloc_library
 from hf_tiny_transformer.saving import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
-# glibc's own default thresholds, set by hand: train.py then leaves the allocator as it is
-DEFAULT_ALLOCATOR = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072"}
-TCMALLOC = tcmalloc_library()
-ON_TCMALLOC = {"LD_PRELOAD": TCMALLOC or ""}  # as make runs train.py where tcmalloc is installed
 RECOMMENDED = "ours, recommended"
-MODES = {  # flags replacing the recipe's (None: the flag removed), environment
-    RECOMMENDED: ({}, {}),
-    "ours, float32": ({"precision": "fp32"}, {}),
-    "ours, tcmalloc": ({}, ON_TCMALLOC),
-    "ours, float32, tcmalloc": ({"precision": "fp32"}, ON_TCMALLOC),
-    "ours, bf16 weights": ({"bf16_weights": "true"}, {}),
-    "Marian, the same flags": ({"architecture": "marian"}, {}),
-    "Marian, Trainer's defaults": (
-        {
-            "architecture": "marian",
-            "batch_tokens": None,
-            "per_device_train_batch_size": 64,
-            "train_sampling_strategy": "random",
-            "precision": "fp32",
-        },
-        DEFAULT_ALLOCATOR,
-    ),
+MODES = {  # flags replacing the recipe's (None: the flag removed)
+    RECOMMENDED: {},
+    "ours, float32": {"precision": "fp32"},
+    "Marian, the same flags": {"architecture": "marian"},
+    "Marian, Trainer's defaults": {
+        "architecture": "marian",
+        "batch_tokens": None,
+        "per_device_train_batch_size": 64,
+        "train_sampling_strategy": "random",
+        "precision": "fp32",
+    },
 }
 NOT_TIMED = {
     "average_checkpoints": None,
@@ -87,11 +71,7 @@ def parse_args(argv=None):
     parser.add_argument("--max_steps", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
-        "--modes",
-        nargs="+",
-        choices=list(MODES),
-        default=[mode for mode in MODES if MODES[mode][1] is not ON_TCMALLOC],
-        help="default: all but the tcmalloc ones; ours, recommended is always timed",
+        "--modes", nargs="+", choices=list(MODES), default=list(MODES), help="ours, recommended is always timed"
     )
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "training_modes.json")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags for train.py (put it last)")
@@ -99,10 +79,11 @@ def parse_args(argv=None):
     at_least("--max_steps", args.max_steps, 1)
     at_least("--rounds", args.rounds, 1)
     args.modes = [mode for mode in MODES if mode == RECOMMENDED or mode in args.modes]  # the table's order
-    if not TCMALLOC and any(MODES[mode][1] is ON_TCMALLOC for mode in args.modes):
-        raise UsageError(f"the tcmalloc modes need tcmalloc: {INSTALL_TCMALLOC}, or leave them out of --modes")
-    check_saved_tokenizer(args.tokenizer)
-    check_report(args.output)
+    if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").is_file():
+        raise UsageError(f"--tokenizer {args.tokenizer} holds no tokenizer.json; pass a saved tokenizer's folder")
+    with contextlib.suppress(OSError):  # reports go under runs/, new in a clone; check_output names a problem
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    check_output(args.output, kind="file", flag="--output")
     return args
 
 
@@ -126,7 +107,7 @@ def flags_file(recipe: dict, changes: dict, args, output_dir: Path) -> Path:
 
 def tokens_per_second(recipe: dict, mode: str, args, folder: Path) -> tuple[float, dict]:
     """Source tokens a second of a train.py run in `mode`, and the run's metrics.json."""
-    changes, environment = MODES[mode]
+    changes = MODES[mode]
     output_dir = folder / mode.replace(" ", "_").replace(",", "").replace("'", "")
     command = [
         sys.executable,
@@ -136,9 +117,7 @@ def tokens_per_second(recipe: dict, mode: str, args, folder: Path) -> tuple[floa
         "true",
         *args.extra,
     ]
-    result = subprocess.run(
-        command, check=False, cwd=ROOT, env={**os.environ, **environment}, capture_output=True, text=True
-    )
+    result = subprocess.run(command, check=False, cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines() or ["no output"]
         raise UsageError(f"train.py failed for {mode!r}: {lines[-1]}")
@@ -150,31 +129,27 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     recipe = read_json_object(args.recipe, "--recipe")
     speeds = {mode: [] for mode in args.modes}
-    allocators = {mode: set() for mode in args.modes}  # what each mode's runs recorded they ran on
     chosen = []
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(args.rounds):
             for mode in args.modes:
                 value, metrics = tokens_per_second(recipe, mode, args, Path(folder))
                 speeds[mode].append(value)
-                allocators[mode].add(metrics["memory_allocator"])
                 if mode == RECOMMENDED:
-                    weights = " weights" if metrics["bf16_weights"] else ""
-                    chosen.append(f"{metrics['precision']}{weights} ({metrics['attention']})")
+                    chosen.append(f"{metrics['precision']} ({metrics['attention']})")
     medians = {mode: statistics.median(values) for mode, values in speeds.items()}
     recommended = medians[RECOMMENDED]
     print(f"{Path(args.recipe).name}, {args.max_steps} steps a run, {args.rounds} rounds")
     print(f"{RECOMMENDED} trained in: {', '.join(chosen)} (the trial's choice in each round)")
-    print("| mode | memory allocator | source tokens/s (no padding) | ours, recommended / this |\n|---|---|---:|---:|")
+    print("| mode | source tokens/s (no padding) | ours, recommended / this |\n|---|---:|---:|")
     for mode, value in medians.items():
-        print(f"| {mode} | {', '.join(sorted(allocators[mode]))} | {value:,.0f} | {recommended / value:.2f} |")
+        print(f"| {mode} | {value:,.0f} | {recommended / value:.2f} |")
     result = {
         "recipe": Path(args.recipe).name,
         "max_steps": args.max_steps,
         "recommended_trained_in": chosen,
         "speeds": speeds,
         "medians": medians,
-        "memory_allocators": {mode: sorted(names) for mode, names in allocators.items()},
     }
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
     print(json.dumps({mode: round(recommended / value, 2) for mode, value in medians.items()}))

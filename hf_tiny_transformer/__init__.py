@@ -1,5 +1,7 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" as a Hugging Face transformers model.
 
+    from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
+
 What a saved model carries (the files `save_pretrained` copies into its folder, loaded there as remote code) sits at
 the top of the package, named `*_tiny_transformer.py`: the configuration, the model, and the translation pipeline
 with the text handling it uses (config.json names the pipeline: transformers 5 has no translation task of its own).
@@ -7,53 +9,54 @@ The rest, in layers that import only the ones below:
 
 - the error contract: `errors` (UsageError: one line naming the problem and the fix);
 - the library: the model files; `shapes/` (tiny, paper-base); `data/` (corpora, the tokenizer trainer, batches by
-  tokens); `training/` (Trainer pieces: arguments, label smoothing, precision, time budget, checkpoints, the run's
-  record); `serving/` (the translators of every engine, the CTranslate2 export); `demo/` (the demo page, the
-  attention pictures); `evaluation`, `hub`, `marian`, `upgrade`, `hardware`, `loading` (the one model-folder
-  loader), `saving` (all-or-nothing writes);
+  tokens); `trainer/` (Trainer pieces: arguments, label smoothing, precision, time budget, checkpoints, the run's
+  record); `serving/` (the translators of every engine, the CTranslate2 and ONNX exports, the browser page); `app/`
+  (the page of `tiny-transformer app`, the attention pictures); `evaluation`, `hub`, `marian`, `upgrade`,
+  `hardware`, `loading` (the one model-folder loader), `saving` (all-or-nothing writes), `auto_classes`;
 - the commands: `commands/`, the installed `tiny-transformer` and its subcommands;
 - the training scripts: `training/` at the top of a clone (train.py and its recipes), never imported.
 
-Importing the package registers the config and models with the Auto classes (safe to repeat).
+Importing the package imports nothing heavy, so that `tiny-transformer --help` answers at once: each name below is
+imported when first used, and the first use registers the config and models with the Auto classes (safe to repeat;
+`auto_classes.register_auto_classes`).
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+import importlib
 
-from .configuration_tiny_transformer import TinyTransformerConfig
-from .data.corpus import detokenize_english, read_parallel, unsegment_japanese
-from .data.tokenizer import train_tokenizer
-from .hub import model_card, save_for_hub
-from .marian import from_marian, to_marian
-from .modeling_tiny_transformer import (
-    TinyTransformerForConditionalGeneration,
-    TinyTransformerModel,
-    TinyTransformerPreTrainedModel,
-)
-from .pipeline_tiny_transformer import TranslationPipeline
-from .shapes import load_shape, shape_names
+# name -> the module that defines it
+EXPORTS = {
+    "TinyTransformerConfig": "configuration_tiny_transformer",
+    "TinyTransformerPreTrainedModel": "modeling_tiny_transformer",
+    "TinyTransformerModel": "modeling_tiny_transformer",
+    "TinyTransformerForConditionalGeneration": "modeling_tiny_transformer",
+    "TranslationPipeline": "pipeline_tiny_transformer",
+    "train_tokenizer": "data.tokenizer",
+    "load_shape": "shapes",
+    "shape_names": "shapes",
+    "model_card": "hub",
+    "save_for_hub": "hub",
+    "read_parallel": "data.corpus",
+    "unsegment_japanese": "data.corpus",
+    "detokenize_english": "data.corpus",
+    "to_marian": "marian",
+    "from_marian": "marian",
+    "register_auto_classes": "auto_classes",
+}
 
-AutoConfig.register(TinyTransformerConfig.model_type, TinyTransformerConfig, exist_ok=True)
-AutoModel.register(TinyTransformerConfig, TinyTransformerModel, exist_ok=True)
-AutoModelForSeq2SeqLM.register(TinyTransformerConfig, TinyTransformerForConditionalGeneration, exist_ok=True)
-# For the Hub: save_pretrained copies the code files into the folder and writes `auto_map` into config.json.
-TinyTransformerConfig.register_for_auto_class()
-TinyTransformerModel.register_for_auto_class("AutoModel")
-TinyTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
-__all__ = [
-    "TinyTransformerConfig",
-    "TinyTransformerPreTrainedModel",
-    "TinyTransformerModel",
-    "TinyTransformerForConditionalGeneration",
-    "TranslationPipeline",
-    "train_tokenizer",
-    "load_shape",
-    "shape_names",
-    "model_card",
-    "save_for_hub",
-    "read_parallel",
-    "unsegment_japanese",
-    "detokenize_english",
-    "to_marian",
-    "from_marian",
-]
+def __getattr__(name: str):
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .auto_classes import register_auto_classes
+
+    register_auto_classes()
+    value = getattr(importlib.import_module(f".{EXPORTS[name]}", __name__), name)
+    globals()[name] = value  # later uses find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *EXPORTS])
+
+
+__all__ = list(EXPORTS)

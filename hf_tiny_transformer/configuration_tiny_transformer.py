@@ -28,6 +28,12 @@ def known_activation(value: str):
         raise ValueError(f"must be one of {', '.join(ACTIVATIONS)}, got {value!r}.")
 
 
+def base_model_in_auto_map() -> dict:
+    """The config's `auto_map` before a save adds the saved classes' own entries: AutoModel loads the base model
+    from any saved folder as remote code (the library writes only the saved class's entry)."""
+    return {"AutoModel": "modeling_tiny_transformer.TinyTransformerModel"}
+
+
 def translation_pipeline() -> dict:
     """The config's `custom_pipelines`: the task "translation", implemented by TranslationPipeline."""
     implementation = f"{TranslationPipeline.__module__.rsplit('.', 1)[-1]}.{TranslationPipeline.__name__}"
@@ -63,6 +69,8 @@ class TinyTransformerConfig(PretrainedConfig):
         init_std: standard deviation of the normal initialization of linear layers and embeddings.
         custom_pipelines: the pipeline tasks of this model, read by `transformers.pipeline`: "translation",
             implemented by `TranslationPipeline` (pipeline_tiny_transformer.py, saved with the model).
+        auto_map: the Auto classes' entries for remote code; `save_pretrained` adds those of the saved classes to
+            the base model's (AutoModel).
 
     Example:
         >>> from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
@@ -71,6 +79,7 @@ class TinyTransformerConfig(PretrainedConfig):
     """
 
     model_type = "tiny_transformer"
+    _auto_class = "AutoConfig"  # save_pretrained copies this file (and what it imports) and names it in auto_map
     keys_to_ignore_at_inference = ["cache"]
     attribute_map = {
         "hidden_size": "d_model",
@@ -103,6 +112,7 @@ class TinyTransformerConfig(PretrainedConfig):
     eos_token_id: int | list[int] | None = 2
     decoder_start_token_id: int | None = 1
     custom_pipelines: dict = field(default_factory=translation_pipeline)
+    auto_map: dict = field(default_factory=base_model_in_auto_map)
 
     def __post_init__(self, **kwargs):
         kwargs.pop("label_smoothing", None)  # a training setting that config.json held up to version 0.1: ignored

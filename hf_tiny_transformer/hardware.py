@@ -1,23 +1,20 @@
-"""What this machine runs fast: the training precision (bf16 or fp32) and the CTranslate2 compute type for serving.
+"""What this machine runs fast: the training precision (bf16 or fp32) and the CTranslate2 compute type for serving,
+and the CPU settings a training run takes.
 
 Every choice carries a one-sentence reason, for logs and model cards. The rules follow this project's measurements
 (benchmarks/README.md): bfloat16 matrix multiplies are several times faster than float32 where the CPU has bfloat16
-instructions (AMX, AVX-512 BF16) and 27x slower where it has not (emulated, on an AVX2-only CPU); CTranslate2's int8
-was 2.1x faster than float32 at batch 1 and 1.4x at batch 32 on that AVX2-only CPU, within 0.5 BLEU.
+instructions (AMX, AVX-512 BF16) and many times slower where it has not (emulated); CTranslate2's int8 is faster
+than float32 on x86 CPUs from AVX2 on, within half a BLEU point.
 
     choice = choose_precision("auto", best_device())
     logger.info("%s (%s)", choice.reason, describe())
     Seq2SeqTrainingArguments(..., bf16=choice.precision == "bf16")
 """
 
-import ctypes
-import ctypes.util
 import logging
 import os
 import platform
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -199,75 +196,14 @@ def describe(cpuinfo: str | os.PathLike | None = None) -> str:
     return f"{model}; {threads}; flags: {notable}; {cuda}"
 
 
-# glibc's mallopt parameters (malloc.h) and the largest value it takes (an int).
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, INT_MAX = -1, -3, 2**31 - 1
-
-
-def keep_freed_memory() -> bool:
-    """Tell glibc's allocator to keep the memory a training step frees for the next step, instead of returning it
-    to the system and faulting fresh pages in again (+6-8 % training speed measured on CPU, benchmarks/allocator.py):
-    no buffer up to 2 GiB is mmap'ed, and the heap is never trimmed. Affects this process's later allocations;
-    False where there is no glibc, or where the user set glibc's malloc tunables (GLIBC_TUNABLES) themselves."""
-    if not sys.platform.startswith("linux") or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", ""):
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError):
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, INT_MAX)) and bool(mallopt(M_TRIM_THRESHOLD, INT_MAX))
-
-
-# gperftools' tcmalloc, its light build first: the libraries `ldconfig` names, e.g. libtcmalloc_minimal.so.4.
-TCMALLOC_LIBRARIES = ("tcmalloc_minimal", "tcmalloc")
-PROCESS_MAPS = "/proc/self/maps"
-# Allocators a process can be started with (LD_PRELOAD), by the name their library's file starts with.
-PRELOADED_ALLOCATORS = ("tcmalloc", "jemalloc", "mimalloc")
-INSTALL_TCMALLOC = "install gperftools' tcmalloc (Debian, Ubuntu: apt-get install libtcmalloc-minimal4)"
-
-
-def tcmalloc_library() -> str | None:
-    """The installed tcmalloc library's name, for LD_PRELOAD (e.g. libtcmalloc_minimal.so.4), or None."""
-    return next(filter(None, map(ctypes.util.find_library, TCMALLOC_LIBRARIES)), None)
-
-
-def memory_allocator() -> str:
-    """The allocator behind this process's malloc: "tcmalloc", "jemalloc" or "mimalloc" where the process was
-    started with it (LD_PRELOAD, or linked in), "glibc" on other Linux processes, "the system's" elsewhere (no
-    PROCESS_MAPS: the libraries mapped into this process)."""
-    try:
-        with open(PROCESS_MAPS, encoding="utf-8", errors="replace") as lines:
-            files = {Path(line.split()[-1]).name for line in lines if "/" in line}
-    except OSError:
-        return "the system's"
-    loaded = (name for name in PRELOADED_ALLOCATORS if any(file.startswith(f"lib{name}") for file in files))
-    return next(loaded, "glibc")
-
-
-def allocator_advice(precision: str, native: bool, device: str, allocator: str, library: str | None) -> str | None:
-    """What to do where bfloat16 training on a CPU with bfloat16 instructions (`native`) runs on glibc's allocator,
-    None elsewhere. Batches by tokens bring new shapes, and oneDNN keeps the bfloat16 kernels made for each, with
-    their memory, among the steps' own buffers: glibc's heap fragments, and a bf16 step slows as the run goes (a
-    fifth by a few hundred steps on the AMX CPU; float32 makes no such kernels). tcmalloc keeps the step as fast as
-    at the start (benchmarks/README.md)."""
-    if precision != "bf16" or not native or device != "cpu" or allocator != "glibc":
-        return None
-    start = f"run with LD_PRELOAD={library}" if library else f"{INSTALL_TCMALLOC} and run with LD_PRELOAD set to it"
-    return (
-        f"bf16 on this CPU trains about a fifth slower with glibc's allocator than with tcmalloc: {start} "
-        "(make train-* and make demo do where it is installed)"
-    )
-
-
 ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 
 
 def keep_compiled_kernels(capacity: int = 65536) -> bool:
-    """Let oneDNN keep `capacity` compiled kernels instead of its default 1,024. On a CPU with bfloat16
-    instructions torch's bfloat16 matrix multiplies are oneDNN kernels, compiled for each shape the first time it
-    is seen (1-3 ms each); batches by tokens bring thousands of shapes an epoch, so with the default cache the
-    kernels were compiled again at nearly every step: a bf16 training step took 250 ms instead of 200 on this
-    project's AMX CPU (benchmarks/README.md). The variable is read when oneDNN makes its first kernel: call this
-    before any. False where the user set it."""
+    """Let oneDNN keep `capacity` compiled kernels instead of its default 1,024: on a CPU with bfloat16 instructions
+    torch's bfloat16 matrix multiplies are oneDNN kernels compiled for each new shape, and batches by tokens bring
+    thousands of shapes an epoch, which the default cache would compile again at nearly every step. The variable is
+    read when oneDNN makes its first kernel: call this before any. False where the user set it."""
     if ONEDNN_CACHE in os.environ:
         return False
     os.environ[ONEDNN_CACHE] = str(capacity)
@@ -277,7 +213,6 @@ def keep_compiled_kernels(capacity: int = 65536) -> bool:
 def flush_denormals() -> bool:
     """Make the CPU treat denormal floats (below 1.2e-38) as zero (x86's FTZ and DAZ), in this thread and the
     threads it starts later: call it before the first parallel torch operation, so that the intra-op threads
-    inherit it. A training run's optimizer state and gradients fill with denormals as it goes, and arithmetic on
-    them is many times slower: late in a run, steps took 25-35 % longer without it (benchmarks/README.md). Values
-    that small are below any that matter to training; False where the CPU cannot."""
+    inherit it. A trained model's forward and backward passes make denormals, and arithmetic on them is many times
+    slower; values that small are below any that matter to training. False where the CPU cannot."""
     return torch.set_flush_denormal(True)

@@ -16,7 +16,8 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from . import modeling_tiny_transformer
-from .modeling_tiny_transformer import TinyTransformerForConditionalGeneration, TinyTransformerModel
+from .configuration_tiny_transformer import base_model_in_auto_map
+from .modeling_tiny_transformer import TinyTransformerForConditionalGeneration
 from .saving import staged_folder
 
 DIFFERENCES_HEADING = "Differences from the paper"
@@ -128,7 +129,7 @@ def save_for_hub(
     space_folder: str | Path | None = None,
 ) -> Path:
     """Save model, code files, tokenizer and model card into `folder`, ready to upload as it is; with
-    `space_folder`, also a Hub Space there: the demo page (`hf_tiny_transformer.demo.app`) with this model."""
+    `space_folder`, also a Hub Space there: the demo page (`hf_tiny_transformer.app.page`) with this model."""
     folder = Path(folder)
     with staged_folder(folder, keep=GIT_CLONE) as staging:  # nothing in `folder` changes until every file is written
         save_model_and_tokenizer(model, tokenizer, staging)
@@ -140,10 +141,8 @@ def save_for_hub(
 
 def save_model_and_tokenizer(model, tokenizer, folder: Path):
     """model.save_pretrained and tokenizer.save_pretrained into `folder`, with `AutoModel` in config.json's
-    `auto_map` beside the head's own entry (the library writes the saved class's entry only)."""
-    module = Path(modeling_tiny_transformer.__file__).stem
-    base_model = f"{module}.{TinyTransformerModel.__name__}"
-    model.config.auto_map = {**(getattr(model.config, "auto_map", None) or {}), "AutoModel": base_model}
+    `auto_map` also for a config loaded from a folder saved before the config carried it."""
+    model.config.auto_map = {**base_model_in_auto_map(), **(getattr(model.config, "auto_map", None) or {})}
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 

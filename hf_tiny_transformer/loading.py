@@ -26,6 +26,7 @@ from pathlib import Path
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from .auto_classes import register_auto_classes
 from .errors import UsageError, first_line, is_rust_panic
 from .serving.files import CTRANSLATE2_MODEL, ENCODER
 
@@ -39,6 +40,7 @@ def load_model_folder(name: str, trust_remote_code: bool = False, **model_kwargs
     """The model and tokenizer saved in folder (or Hub repository) `name`, checked as the module says."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
+    register_auto_classes()  # this package's folders load with its own classes, without their code
     check_model_source(name)
     check_hub_reachable(name)
     with quiet_transformers():

@@ -18,10 +18,8 @@ Differences from the paper (also listed in model_card.md):
 5. Decoding starts from `decoder_start_token_id` (`<s>`); the paper does not say which start symbol it uses.
 6. The model's loss is plain cross-entropy, summed over target tokens and divided by their number (exact under
    gradient accumulation); the paper's label smoothing (section 5.4) belongs to training and is applied there
-   (hf_tiny_transformer.training), never by a saved model.
+   (hf_tiny_transformer.trainer), never by a saved model.
 7. The feed-forward activation can be changed (`activation_function`, "relu" by default as in the paper).
-8. On the CPU, dropout draws 16 random bits an element (faster than torch's dropout there), so its rate is
-   rounded to a multiple of 1/65536 (0.1 becomes 0.100006); elsewhere it is torch's dropout.
 """
 
 import math
@@ -85,25 +83,6 @@ class SinusoidalPositionalEncoding(nn.Module):
         return self.pe[position_ids]
 
 
-def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout: each element zeroed with probability p, the others scaled by 1 / (1 - p); x itself at inference or
-    p = 0. nn.functional.dropout except on the CPU, where its mask costs a 32-bit random number an element, drawn
-    one at a time (3.3 ms forward and backward for a (1024, 256) activation, 17 masks a training step): there the
-    mask is drawn as 16 random bits an element, four to a 64-bit draw, 2-2.5x faster (benchmarks/dropout.py), p
-    rounded to a multiple of 1/65536 (at most 65535/65536) and the kept elements scaled by that rate's 1 / (1 - p).
-    """
-    if not training or p == 0:
-        return x
-    if x.device.type != "cpu":
-        return nn.functional.dropout(x, p=p, training=True)
-    bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device)
-    bits = bits.random_(-(2**63), None)  # every bit random
-    bits = bits.view(torch.int16)[: x.numel()].view(x.shape)  # uniform over [-2^15, 2^15)
-    dropped = min(round(p * 2**16), 2**16 - 1)  # of 2^16 values: the rate as drawn
-    keep = bits >= dropped - 2**15
-    return x * (keep * x.new_tensor(2**16 / (2**16 - dropped)))  # the mask made in x's dtype: one pass
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Scaled dot-product attention and multi-head attention (paper section 3.2)
 # ---------------------------------------------------------------------------------------------------------------
@@ -133,7 +112,7 @@ def eager_attention_forward(
     if attention_mask is not None:
         scores = scores + attention_mask
     weights = nn.functional.softmax(scores, dim=-1)
-    weights = apply_dropout(weights, dropout, module.training)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value)  # (B, H, Tq, Dh)
     return output.transpose(1, 2).contiguous(), weights  # (B, Tq, H, Dh)
 
@@ -270,7 +249,7 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, T, D)."""
         hidden_states = self.activation_fn(self.fc1(hidden_states))  # (B, T, F)
-        hidden_states = apply_dropout(hidden_states, self.activation_dropout, self.training)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout, training=self.training)
         return self.fc2(hidden_states)
 
 
@@ -298,7 +277,7 @@ class ResidualSublayer(nn.Module):
 
     def after(self, residual: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
         """x + Dropout(Sublayer(...)), followed by LayerNorm for post-LN."""
-        hidden_states = residual + apply_dropout(sublayer_output, self.dropout, self.training)
+        hidden_states = residual + nn.functional.dropout(sublayer_output, p=self.dropout, training=self.training)
         return hidden_states if self.normalize_before else self.layer_norm(hidden_states)
 
 
@@ -459,7 +438,7 @@ class TransformerStack(TinyTransformerPreTrainedModel):
         token_embeddings = inputs_embeds * self.embed_scale  # (B, T, D)
         # The table is made in float32; a model loaded in bfloat16 or float16 adds it in its own dtype.
         hidden_states = token_embeddings + self.embed_positions(position_ids).to(token_embeddings.dtype)
-        return apply_dropout(hidden_states, self.config.dropout, self.training)
+        return nn.functional.dropout(hidden_states, p=self.config.dropout, training=self.training)
 
     def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """The pre-LN stack's final LayerNorm; identity for post-LN."""
@@ -587,6 +566,7 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
 class TinyTransformerModel(TinyTransformerPreTrainedModel):
     """The encoder-decoder Transformer without a head; returns the decoder's last hidden state."""
 
+    _auto_class = "AutoModel"  # save_pretrained copies the code files and names the class in auto_map
     _tied_weights_keys = {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
 
     def __init__(self, config: TinyTransformerConfig):
@@ -669,6 +649,7 @@ class TinyTransformerModel(TinyTransformerPreTrainedModel):
 class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, GenerationMixin):
     """The encoder-decoder Transformer with the pre-softmax linear projection, tied to the embeddings."""
 
+    _auto_class = "AutoModelForSeq2SeqLM"  # save_pretrained copies the code files and names the class in auto_map
     _tied_weights_keys = {"lm_head.weight": "model.encoder.embed_tokens.weight"}
 
     def __init__(self, config: TinyTransformerConfig):
@@ -708,7 +689,7 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
                 the decoder reads the labels shifted right.
             logits_to_keep: the decoder positions to make logits for, as transformers' models take it: 0 all,
                 an int the last ones (`generate` asks for 1), a tensor of positions (an empty one: none, for a
-                training loss that makes the logits itself from the decoder's output, `training.loss`).
+                training loss that makes the logits itself from the decoder's output, `trainer.loss`).
             kwargs: `num_items_in_batch` (passed by Trainer) divides the summed token loss, so that the loss is
                 exact under gradient accumulation; the others as in `TinyTransformerModel.forward`.
             Other arguments as in `TinyTransformerModel.forward`.

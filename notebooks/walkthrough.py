@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, train_tokenizer
-from hf_tiny_transformer.demo.visualization import Attention, draw_heads, plot_positional_encoding, readable
+from hf_tiny_transformer.app.visualization import Attention, draw_heads, plot_positional_encoding, readable
 from hf_tiny_transformer.modeling_tiny_transformer import (
     DecoderLayer,
     EncoderLayer,
@@ -122,7 +122,7 @@ plot_positional_encoding(config)
 # %%
 import matplotlib.figure  # the pictures are matplotlib figures, drawn without pyplot
 
-from hf_tiny_transformer.demo.visualization import font_family
+from hf_tiny_transformer.app.visualization import font_family
 
 matplotlib.rcParams["font.family"] = font_family()  # IPAexGothic first: Japanese tokens as text, not boxes
 
@@ -435,7 +435,7 @@ print(f"{metrics['train_steps']} steps in {metrics['train_runtime_s']:.0f} s ({m
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 from transformers.utils import logging
 
-from hf_tiny_transformer.demo.visualization import plot_attention
+from hf_tiny_transformer.app.visualization import plot_attention
 
 logging.disable_progress_bar()  # no "Loading weights" bars among the outputs
 trained = AutoModelForSeq2SeqLM.from_pretrained(folder / "run" / "hub")

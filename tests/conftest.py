@@ -165,7 +165,7 @@ MACHINES = {"amx": AMX, "avx512_bf16": AVX512_BF16, "avx2": AVX2}
 
 def fresh_python_number(code: str, argument: str) -> int:
     """The whole number that `python -c code argument` prints, in a fresh interpreter (nothing set up by the
-    suite's own process: threads, allocator settings)."""
+    suite's own process: threads, CPU settings)."""
     result = subprocess.run([sys.executable, "-c", code, argument], capture_output=True, text=True, check=True)
     return int(result.stdout)
 
@@ -174,23 +174,6 @@ def fake_cpuinfo(folder: Path, flags: frozenset[str], model: str = "Intel(R) Xeo
     """A /proc/cpuinfo of one CPU with these flags, for `hardware.CPUINFO` (what the hardware detection reads)."""
     path = folder / "cpuinfo"
     path.write_text(f"processor\t: 0\nmodel name\t: {model}\nflags\t\t: {' '.join(sorted(flags))}\n")
-    return path
-
-
-def fake_process_maps(folder: Path, *preloaded: str) -> Path:
-    """A /proc/self/maps of a python process on glibc, with these library files preloaded too, for
-    `hardware.PROCESS_MAPS` (what the memory allocator's detection reads)."""
-    files = [
-        *preloaded,
-        "/usr/bin/python3.11",
-        "/usr/lib/x86_64-linux-gnu/libc.so.6",
-        "/usr/lib/x86_64-linux-gnu/libm.so.6",
-    ]
-    lines = [
-        f"7f00000{i:02d}000-7f00000{i:02d}fff r-xp 00000000 08:01 {100 + i} {file}" for i, file in enumerate(files)
-    ]
-    path = folder / "maps"
-    path.write_text("\n".join([*lines, "7ffd000-7ffe000 rw-p 00000000 00:00 0 [stack]"]) + "\n")
     return path
 
 

@@ -7,9 +7,9 @@ import torch
 
 from conftest import tiny_model
 from hf_tiny_transformer.hardware import best_device, choose_precision
-from hf_tiny_transformer.training.arguments import TranslationTrainingArguments
-from hf_tiny_transformer.training.loss import label_smoothing
-from hf_tiny_transformer.training.trainer import TranslationTrainer
+from hf_tiny_transformer.trainer.arguments import TranslationTrainingArguments
+from hf_tiny_transformer.trainer.loss import label_smoothing
+from hf_tiny_transformer.trainer.trainer import TranslationTrainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 

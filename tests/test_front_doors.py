@@ -152,9 +152,9 @@ def test_translate_and_evaluate_model_py_translate_long_documents_whole(model, t
 
 def test_the_demo_page_translates_a_long_text_whole_and_says_so(model, tokenizer):
     pytest.importorskip("gradio")
-    from hf_tiny_transformer.demo.app import Demo
+    from hf_tiny_transformer.app.page import TranslationApp
 
-    demo = Demo(model, tokenizer)
+    demo = TranslationApp(model, tokenizer)
     *growing, (translation, picture, note) = demo.translate_and_draw(DOCUMENTS["en"], "cross", 1)
     assert growing and all(picture is None for _, picture, _ in growing)  # the translation grew, then the picture
     assert translation == TransformersTranslator(model, tokenizer).translate([DOCUMENTS["en"]])[0]

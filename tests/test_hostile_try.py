@@ -240,7 +240,7 @@ def test_a_truly_read_only_place_is_refused(tmp_path):
                 if os.geteuid() == 0:
                     os.setgid(65534)
                     os.setuid(65534)
-                from hf_tiny_transformer.commands.shared import check_output
+                from hf_tiny_transformer.commands.output_guard import check_output
 
                 messages = []
                 for path, kind in (

@@ -98,14 +98,14 @@ def test_metrics_block_of_a_new_card_is_replaced_and_a_card_without_evaluation_g
     assert twice.index("## Evaluation") < twice.index("## Differences from the paper")  # made before the differences
 
 
-def test_space_folder_carries_the_whole_package_and_starts_the_demo_app(text_model, tokenizer, tmp_path):
+def test_space_folder_carries_the_whole_package_and_starts_the_app(text_model, tokenizer, tmp_path):
     card = model_card(text_model, source_lang="en", target_lang="ja", training_data="A few test sentences.")
     space = save_space(text_model, tokenizer, tmp_path / "space", card)
     package = ROOT / "hf_tiny_transformer"
     wanted = {path.relative_to(package) for pattern in ("*.py", "*.json") for path in package.rglob(pattern)}
     copied = {path.relative_to(space / "hf_tiny_transformer") for path in (space / "hf_tiny_transformer").rglob("*")}
     assert {
-        Path("demo/app.py"),
+        Path("app/page.py"),
         Path("data/tokenizer.py"),
         Path("serving/translator.py"),
         Path("shapes/tiny.json"),

@@ -124,8 +124,8 @@ def test_the_library_has_no_import_cycle():
 
 
 def test_a_saved_model_carries_only_what_loading_it_needs(tmp_path):
-    """A plain save: config, modeling, the pipeline and the text handling it imports; no folder writer, no ctypes.
-    The Hub folder adds the tokenizer, the card and AutoModel in auto_map."""
+    """A plain save: config, modeling, the pipeline and the text handling it imports, AutoModel in auto_map; no folder
+    writer, no ctypes. The Hub folder adds the tokenizer and the card."""
     from hf_tiny_transformer import model_card, save_for_hub
     from hf_tiny_transformer.data.tokenizer import train_tokenizer
 
@@ -149,4 +149,4 @@ def test_a_saved_model_carries_only_what_loading_it_needs(tmp_path):
     assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_tiny_transformer.TranslationPipeline"
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM"}
     plain = json.loads((tmp_path / "plain" / "config.json").read_text())
-    assert set(plain["auto_map"]) == {"AutoConfig", "AutoModelForSeq2SeqLM"} and plain["custom_pipelines"]
+    assert set(plain["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM"} and plain["custom_pipelines"]

@@ -152,7 +152,7 @@ def test_the_demo_page_takes_a_model_of_any_shape(tokenizer):
     from PIL import Image
 
     from conftest import tiny_model
-    from hf_tiny_transformer.demo.app import Demo, build_app
+    from hf_tiny_transformer.app.page import TranslationApp, build_app
 
     for layers in (1, 3):
         model = tiny_model(vocab_size=len(tokenizer), encoder_layers=layers, decoder_layers=layers)
@@ -160,7 +160,7 @@ def test_the_demo_page_takes_a_model_of_any_shape(tokenizer):
         (slider,) = [block for block in app.blocks.values() if isinstance(block, gr.Slider)]
         assert (slider.value, slider.maximum, slider.visible) == (layers - 1, max(layers - 1, 1), layers > 1)
         for kind in ("encoder", "decoder", "cross"):
-            *_, (_, image, _) = Demo(model, tokenizer).translate_and_draw("I eat cake.", kind, layers - 1)
+            *_, (_, image, _) = TranslationApp(model, tokenizer).translate_and_draw("I eat cake.", kind, layers - 1)
             assert isinstance(image, Image.Image) and image.width > 100, (layers, kind)
 
 

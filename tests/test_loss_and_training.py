@@ -7,14 +7,14 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from conftest import sgd_arguments, tiny_model
 from hf_tiny_transformer.marian import marian_of_the_same_shape
 from hf_tiny_transformer.modeling_tiny_transformer import shift_tokens_right
-from hf_tiny_transformer.training.loss import (
+from hf_tiny_transformer.trainer.loss import (
     LabelSmoothedCrossEntropy,
     LabelSmoothing,
     OutputLayerLabelSmoothedCrossEntropy,
     label_smoothed_cross_entropy,
     output_layer_label_smoothed_cross_entropy,
 )
-from hf_tiny_transformer.training.trainer import TranslationTrainer
+from hf_tiny_transformer.trainer.trainer import TranslationTrainer
 
 
 def test_decoder_inputs_are_labels_shifted_right(model):

@@ -7,7 +7,7 @@ import torch
 
 from conftest import tiny_config, tiny_model
 from hf_tiny_transformer import TinyTransformerModel
-from hf_tiny_transformer.modeling_tiny_transformer import MultiHeadAttention, apply_dropout, sinusoidal_table
+from hf_tiny_transformer.modeling_tiny_transformer import MultiHeadAttention, sinusoidal_table
 
 
 def test_sinusoidal_table_is_the_papers_formula_interleaved():
@@ -18,36 +18,6 @@ def test_sinusoidal_table_is_the_papers_formula_interleaved():
             angle = pos / 10000 ** (2 * i / d_model)
             assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-7)
             assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-7)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("p", [0.1, 0.3])
-def test_dropout_zeroes_a_share_p_and_scales_the_rest(dtype, p):
-    """Training: zeros where the mask drops (a share p of 2 million, within 5 standard deviations), the others
-    x / (1 - p), the gradient the same mask; the same seed, the same mask; inference and p = 0 give x itself."""
-    x = (torch.rand(2000, 1000) + 1).to(dtype).requires_grad_()  # no zeros of its own
-    torch.manual_seed(0)
-    y = apply_dropout(x, p, training=True)
-    dropped = y == 0
-    share = dropped.double().mean().item()
-    assert abs(share - p) < 5 * math.sqrt(p * (1 - p) / x.numel()), share
-    drawn = round(p * 2**16) / 2**16  # the rate as the CPU's 16-bit draws give it
-    expected = (x[~dropped].double() / (1 - drawn)).to(dtype)
-    rtol = 2**-7 if dtype == torch.bfloat16 else 2**-22  # two units in the last place (bf16: the scale's own rounding)
-    torch.testing.assert_close(y[~dropped], expected, rtol=rtol, atol=0)
-    y.backward(torch.ones_like(y))
-    assert torch.equal(x.grad == 0, dropped)
-    torch.manual_seed(0)
-    assert torch.equal(apply_dropout(x, p, training=True) == 0, dropped)
-    assert apply_dropout(x, p, training=False) is x and apply_dropout(x, 0.0, training=True) is x
-
-
-def test_dropout_of_a_size_not_a_multiple_of_four_masks_every_element():
-    """The CPU's masks come four to a 64-bit draw: the last elements of an odd-sized activation are masked too."""
-    x = torch.ones(3, 5)
-    outputs = [apply_dropout(x, 0.5, training=True) for _ in range(64)]
-    assert all(output.shape == (3, 5) and set(output.unique().tolist()) <= {0.0, 2.0} for output in outputs)
-    assert set(torch.stack(outputs)[:, -1, -1].tolist()) == {0.0, 2.0}
 
 
 def linear(module, x):

@@ -2,17 +2,16 @@
 
 import json
 import shutil
-import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import ENGLISH, assert_one_line_error, few_steps, fresh_python_number, run_script, tiny_model
+from conftest import ENGLISH, assert_one_line_error, few_steps, run_script, tiny_model
 from hf_tiny_transformer.data.batching import TokenBatchSampler, batch_shapes, padding_fraction
 from hf_tiny_transformer.data.tokenizer import train_tokenizer
 from hf_tiny_transformer.serving.translator import TransformersTranslator, translation_length_limit
-from hf_tiny_transformer.training.checkpoints import (
+from hf_tiny_transformer.trainer.checkpoints import (
     average_checkpoints,
     is_complete_checkpoint,
     last_checkpoints,
@@ -226,33 +225,6 @@ def test_decoding_settings_are_chosen_on_dev_and_written_into_the_generation_con
     )
 
     assert generation["target_lang"] == "ja"  # what training wrote stays beside the choice
-
-
-MMAPPED_BYTES = """
-import ctypes, sys
-from hf_tiny_transformer.hardware import keep_freed_memory
-if sys.argv[1] == "keep":
-    assert keep_freed_memory()
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-class Info(ctypes.Structure):  # glibc's struct mallinfo2: ten size_t
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
-    ]
-libc.mallinfo2.restype = Info
-before = libc.mallinfo2().hblkhd
-buffer = libc.malloc(64 << 20)  # a 64 MiB tensor's worth
-print(libc.mallinfo2().hblkhd - before)
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_the_allocator_keeps_freed_memory_without_restarting_the_process():
-    """train.py sets glibc's thresholds in its own process (mallopt), where it used to re-execute itself: a large
-    buffer then comes from the heap, which keeps it for the next step, instead of a fresh mmap that is returned."""
-    mmapped = {mode: fresh_python_number(MMAPPED_BYTES, mode) for mode in ("default", "keep")}
-    assert mmapped["default"] >= 64 << 20 and mmapped["keep"] == 0
 
 
 def test_the_newest_complete_checkpoint_is_resumed(tmp_path):

@@ -32,8 +32,9 @@ def test_saved_folder_is_self_contained(model, tmp_path):
     assert not any(name.endswith((".bin", ".pt", ".pkl")) for name in files)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "tiny_transformer"
-    assert config["auto_map"] == {  # what the library writes for the class saved (the Hub folder adds AutoModel)
+    assert config["auto_map"] == {  # the class saved, and the base model the config names for AutoModel
         "AutoConfig": "configuration_tiny_transformer.TinyTransformerConfig",
+        "AutoModel": "modeling_tiny_transformer.TinyTransformerModel",
         "AutoModelForSeq2SeqLM": "modeling_tiny_transformer.TinyTransformerForConditionalGeneration",
     }
     generation = json.loads((tmp_path / "generation_config.json").read_text())
@@ -103,6 +104,34 @@ def test_remote_code_loads_without_the_package_and_generates_the_same_tokens(mod
     assert result["tokens"] == expected.tolist()
     assert result["base"] == "TinyTransformerModel" and result["config"] == "TinyTransformerConfig"
     assert result["module"].startswith("transformers_modules.")
+
+
+PLAIN_SAVE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, torch
+    try:
+        import hf_tiny_transformer
+        sys.exit("hf_tiny_transformer must not be importable here")
+    except ImportError:
+        pass
+    from transformers import AutoModel
+    base = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+    source = torch.tensor({source})
+    decoder = torch.tensor({decoder})
+    hidden = base(input_ids=source, attention_mask=(source != 0).long(), decoder_input_ids=decoder).last_hidden_state
+    print(json.dumps({{"class": type(base).__name__, "hidden": hidden.tolist()}}))
+    """
+)
+
+
+def test_a_plain_save_loads_through_automodel_without_the_package(model, tmp_path):
+    """model.save_pretrained, nothing else: AutoModel loads its base model as remote code, with the same output."""
+    model.save_pretrained(tmp_path / "plain")
+    script = PLAIN_SAVE_SCRIPT.format(source=SOURCE.tolist(), decoder=DECODER.tolist())
+    result = json.loads(run_without_package(script, str(tmp_path / "plain"), cwd=tmp_path))
+    expected = model.model(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).last_hidden_state
+    assert result["class"] == "TinyTransformerModel"
+    torch.testing.assert_close(torch.tensor(result["hidden"]), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_missing_config_is_the_librarys_error(model, tmp_path):

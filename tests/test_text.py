@@ -328,16 +328,16 @@ def test_invisible_characters_do_not_change_a_translation(hostile_translations, 
 
 def test_the_demo_page_ignores_invisible_characters(trained_demo_model):
     """A text of invisible characters only is an empty text (it was a crash: no piece to draw)."""
-    from hf_tiny_transformer.demo.app import Demo
+    from hf_tiny_transformer.app.page import TranslationApp
     from hf_tiny_transformer.loading import load_model_folder
 
-    demo = Demo(*load_model_folder(str(trained_demo_model)))
+    demo = TranslationApp(*load_model_folder(str(trained_demo_model)))
     assert list(demo.translate_and_draw("\u200b\ufeff", "cross", 1)) == [("", None, "")]
     assert demo.pieces(with_invisible("\u200b\u202e")) == [PLAIN]
 
 
 def test_attention_pictures_are_of_the_text_without_its_invisible_characters(trained_demo_model):
-    from hf_tiny_transformer.demo.visualization import attention_weights
+    from hf_tiny_transformer.app.visualization import attention_weights
     from hf_tiny_transformer.loading import load_model_folder
 
     model, tokenizer = load_model_folder(str(trained_demo_model))

@@ -29,7 +29,7 @@ from conftest import (
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 from hf_tiny_transformer.marian import marian_of_the_same_shape
-from hf_tiny_transformer.training.arguments import parse_arguments
+from hf_tiny_transformer.trainer.arguments import parse_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,7 +72,7 @@ def test_the_projects_recipes_force_no_device_precision_or_overwrite(tmp_path):
     a user's run (that is asked on the command line)."""
     for recipe in sorted((ROOT / "training" / "recipes").glob("*.json")):
         flags = json.loads(recipe.read_text())
-        assert not {"use_cpu", "precision", "bf16", "attn_implementation", "overwrite_output_dir"} & set(flags), recipe
+        assert not {"use_cpu", "precision", "bf16", "overwrite_output_dir"} & set(flags), recipe
         _, _, args = parse_arguments([str(recipe), "--output_dir", str(tmp_path / recipe.stem)])
         assert args.precision == "auto" and not args.overwrite_output_dir, recipe
 
@@ -243,12 +243,9 @@ def test_a_lock_left_by_a_killed_run_is_taken_over_with_a_warning(demo_files, tm
 
 
 def mode_flags(metrics: dict) -> list[str]:
-    """train.py's flags that repeat the mode a run recorded in its metrics.json (precision, attention, and under bf16
-    the weights)."""
-    weights = (
-        ["--bf16_weights", "true" if metrics["bf16_weights"] else "false"] if metrics["precision"] == "bf16" else []
-    )
-    return ["--precision", metrics["precision"], "--attn_implementation", metrics["attention"], *weights]
+    """train.py's flag that repeats the mode a run recorded in its metrics.json (the precision; the attention goes
+    with it)."""
+    return ["--precision", metrics["precision"]]
 
 
 def test_a_run_killed_mid_training_resumes_to_the_same_parameters(demo_files, tmp_path):
@@ -364,7 +361,7 @@ def test_torchrun_with_two_processes_trains_as_one_process_on_the_same_batches(d
     number state into each checkpoint (`rng_state_1.pth`, which Trainer resumes it from)."""
     same = [
         "--config_overrides", SMALL_MODEL + ",dropout=0,attention_dropout=0,activation_dropout=0",
-        "--batch_tokens", "400", "--precision", "fp32", "--attn_implementation", "eager",
+        "--batch_tokens", "400", "--precision", "fp32",
         "--save_strategy", "steps", "--save_steps", "2",
     ]  # fmt: skip  # flag-value pairs side by side
     one, two = tmp_path / "one", tmp_path / "two"
@@ -465,8 +462,8 @@ def test_the_model_card_states_the_recipe_that_ran(demo_files, tmp_path):
     assert "peak learning rate 0.0015, inverse_sqrt schedule, 2 warmup steps" in lines["Optimizer"]
     assert lines["Checkpoint averaging"] == "the last 3 checkpoints (every 2 steps) averaged"
     no_bf16 = "the CPU has no bfloat16 instructions (no avx512_bf16 or amx_bf16); bf16 would be emulated and slower"
-    assert lines["Precision"] == f"fp32: {no_bf16}; sdpa attention; denormals flushed to zero"
-    assert (metrics["precision"], metrics["attention"], metrics["flush_denormal"]) == ("fp32", "sdpa", True)
+    assert lines["Precision"] == f"fp32: {no_bf16}; sdpa attention"
+    assert (metrics["precision"], metrics["attention"]) == ("fp32", "sdpa")
     config = json.loads((out / "hub" / "config.json").read_text())
     assert "label_smoothing" not in config  # a training setting, never the model's
     generation = json.loads((out / "hub" / "generation_config.json").read_text())

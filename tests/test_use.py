@@ -149,7 +149,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def demo_page(trained_demo_model):
     """The demo page of the trained demo model, running on a free local port."""
-    from hf_tiny_transformer.demo.app import build_app
+    from hf_tiny_transformer.app.page import build_app
     from hf_tiny_transformer.loading import load_model_folder
 
     model, tokenizer = load_model_folder(str(trained_demo_model))
@@ -179,7 +179,7 @@ def test_the_demo_page_in_a_real_browser(demo_page, tmp_path):
         if os.environ.get("CI"):
             pytest.fail("CI installs chromium and chromium-driver (.ci/run); they are missing")
         pytest.skip("Debian's chromium and chromium-driver are not installed")
-    from hf_tiny_transformer.demo.app import use_in_browser
+    from hf_tiny_transformer.app.page import use_in_browser
 
     url, model, tokenizer = demo_page
     screenshot = tmp_path / "page.png"
@@ -199,7 +199,7 @@ def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo
     assert {"app.py", "requirements.txt", "README.md", "model.safetensors", "tokenizer.json"} <= {
         p.name for p in space.iterdir()
     }
-    assert (space / "hf_tiny_transformer" / "demo" / "app.py").is_file()
+    assert (space / "hf_tiny_transformer" / "app" / "page.py").is_file()
     assert (
         'sdk: "gradio"' in (space / "README.md").read_text()
         and 'app_file: "app.py"' in (space / "README.md").read_text()
@@ -207,9 +207,10 @@ def test_a_space_folder_runs_the_demo_without_the_installed_package(trained_demo
     script = (
         "import json, os\nimport hf_tiny_transformer  # the folder's copy: python -c puts the working folder first\n"
         "assert hf_tiny_transformer.__file__.startswith(os.getcwd()), hf_tiny_transformer.__file__\n"
-        "from hf_tiny_transformer.loading import load_model_folder\nfrom hf_tiny_transformer.demo.app import Demo\n"
-        "demo = Demo(*load_model_folder('.'))\n"
-        "*_, (translation, picture, note) = demo.translate_and_draw('I eat cake.', 'cross', 1)\n"
+        "from hf_tiny_transformer.loading import load_model_folder\n"
+        "from hf_tiny_transformer.app.page import TranslationApp\n"
+        "app = TranslationApp(*load_model_folder('.'))\n"
+        "*_, (translation, picture, note) = app.translate_and_draw('I eat cake.', 'cross', 1)\n"
         "print(json.dumps([translation, picture.size[0] > 200]))"
     )
     result = json.loads(run_without_package(script, cwd=space))

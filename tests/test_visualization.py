@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
-from hf_tiny_transformer.demo.visualization import attention_weights, plot_attention, plot_positional_encoding
+from hf_tiny_transformer.app.visualization import attention_weights, plot_attention, plot_positional_encoding
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
 
 SOURCE = "The cat is sleeping on the sofa."
@@ -127,7 +127,7 @@ def test_the_package_imports_without_matplotlib():
         "    if name.startswith('matplotlib'): raise ImportError(name)\n"
         "    return real(name, *a, **k)\n"
         "builtins.__import__ = guard\n"
-        "import hf_tiny_transformer, hf_tiny_transformer.demo.visualization\nprint('ok')\n"
+        "import hf_tiny_transformer, hf_tiny_transformer.app.visualization\nprint('ok')\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "ok", result.stderr[-2000:]

@@ -10,19 +10,20 @@ config.json, or the tokenizer's vocabulary) are refused. `train.py --average_che
 of a run and makes the average the run's final model.
 """
 
-import signal
 import sys
 from pathlib import Path
 
-# Ctrl-C while the libraries below import: exit status 130 without a traceback (run() reports a later one in a line)
-if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, lambda signal_number, frame: sys.exit(130))
+from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
 
-from hf_tiny_transformer.commands.shared import check_output, run, trust_remote_code_argument
+if __name__ == "__main__":
+    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
+
+from hf_tiny_transformer.commands.flags import trust_remote_code_argument
+from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, about, at_least, first_line
 from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.saving import staged_folder
-from hf_tiny_transformer.training.checkpoints import average_checkpoints, last_checkpoints
+from hf_tiny_transformer.trainer.checkpoints import average_checkpoints, last_checkpoints
 
 
 def parse_args(argv=None):

@@ -15,26 +15,25 @@ at all.
 """
 
 import json
-import signal
 import sys
 import time
 from pathlib import Path
 
-# Ctrl-C while the libraries below import: exit status 130 without a traceback (run() reports a later one in a line)
-if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, lambda signal_number, frame: sys.exit(130))
+from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
 
-from hf_tiny_transformer.commands.shared import (
-    check_output,
+if __name__ == "__main__":
+    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
+
+from hf_tiny_transformer.commands.flags import (
     decoding_arguments,
     decoding_limits,
     decoding_settings,
     engine_arguments,
     load_translator_from,
-    run,
     scoring_arguments,
     sources_and_references,
 )
+from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.data.tokenizer import lowercases
 from hf_tiny_transformer.errors import ArgumentParser, UsageError
 from hf_tiny_transformer.evaluation import bleu_tokenization, scores

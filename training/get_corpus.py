@@ -9,17 +9,17 @@ folder, written all or nothing. Needs `git`.
 """
 
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-# Ctrl-C while the libraries below import: exit status 130 without a traceback (run() reports a later one in a line)
-if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, lambda signal_number, frame: sys.exit(130))
+from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
 
-from hf_tiny_transformer.commands.shared import check_output, run
+if __name__ == "__main__":
+    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
+
+from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.data.files import read_aligned
 from hf_tiny_transformer.errors import ArgumentParser, UsageError
 from hf_tiny_transformer.saving import staged_folder

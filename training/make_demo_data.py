@@ -6,14 +6,14 @@ Writes train.en/train.ja and test.en/test.ja; the test pairs combine subjects an
 together in training (see hf_tiny_transformer/data/demo_corpus.py). Each file is written whole or not at all.
 """
 
-import signal
 import sys
 
-# Ctrl-C while the libraries below import: exit status 130 without a traceback (run() reports a later one in a line)
-if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, lambda signal_number, frame: sys.exit(130))
+from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
 
-from hf_tiny_transformer.commands.shared import check_output, run
+if __name__ == "__main__":
+    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
+
+from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 from hf_tiny_transformer.errors import ArgumentParser
 from hf_tiny_transformer.saving import write_atomically

@@ -2,68 +2,56 @@
 
     python training/train.py training/recipes/en-ja.json                        # a recipe: all flags from a JSON file
     python training/train.py training/recipes/en-ja.json --max_steps 100         # ... and overrides after it
-    python training/train.py --shape tiny --corpus_dir ../shared/data/small_parallel_enja \\
+    python training/train.py --shape tiny --corpus_dir data/small_parallel_enja \\
         --source_lang en --target_lang ja --output_dir runs/en-ja --max_steps 4000
 
 Every Seq2SeqTrainingArguments flag works (--per_device_train_batch_size, --gradient_accumulation_steps,
 --resume_from_checkpoint, --report_to tensorboard, ...); the defaults follow the paper: Adam beta2 0.98 and epsilon
 1e-9, inverse square root schedule after a linear warmup, label smoothing 0.1, batches of similar lengths. The
 recipe's own flags: --batch_tokens (the paper's batches by tokens), --average_checkpoints N, --precision
-auto|bf16|fp32 (auto: bfloat16 where the hardware has it), --time_budget_minutes (steps fitted to the budget).
+auto|bf16|fp32 (the one speed setting; auto: bfloat16 where the hardware has it and a trial finds it faster),
+--time_budget_minutes (steps fitted to the budget).
 
 The run reads top to bottom: arguments, output folder (held while the run lasts: a second run into it is refused),
 data, tokenizer, model, Trainer, training, the saved model (`{output_dir}/hub`, ready for the Hub, with a model card
 of the recipe that ran), the test set.
 """
 
-import signal
 import sys
 import time
 
 STARTED = time.monotonic()  # a time budget counts from here, before the heavy imports
 
-# Ctrl-C while the libraries below import: exit status 130 without a traceback (run() reports a later one in a line)
-if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, lambda signal_number, frame: sys.exit(130))
+from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
 
-import json  # noqa: E402
-import logging  # noqa: E402
-import shutil  # noqa: E402
-from pathlib import Path  # noqa: E402
+if __name__ == "__main__":
+    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
 
-import transformers  # noqa: E402
-from transformers import AutoTokenizer, DataCollatorForSeq2Seq, set_seed  # noqa: E402
-from transformers.trainer_callback import ProgressCallback  # noqa: E402
-from transformers.trainer_utils import sort_checkpoints  # noqa: E402
+import json
+import logging
+import shutil
+from pathlib import Path
 
-from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration, load_shape  # noqa: E402
-from hf_tiny_transformer.commands.shared import check_output, run  # noqa: E402
-from hf_tiny_transformer.data.sources import load_pairs  # noqa: E402
-from hf_tiny_transformer.data.tokenizer import lowercases, train_tokenizer  # noqa: E402
-from hf_tiny_transformer.errors import UsageError, about, first_line  # noqa: E402
-from hf_tiny_transformer.evaluation import scores  # noqa: E402
-from hf_tiny_transformer.hardware import (  # noqa: E402
-    allocator_advice,
-    describe,
-    flush_denormals,
-    keep_compiled_kernels,
-    keep_freed_memory,
-    memory_allocator,
-    tcmalloc_library,
-)
-from hf_tiny_transformer.loading import load_model_folder  # noqa: E402
-from hf_tiny_transformer.marian import marian_of_the_same_shape  # noqa: E402
-from hf_tiny_transformer.training.arguments import parse_arguments  # noqa: E402
-from hf_tiny_transformer.training.budget import TimeBudget, provisional_max_steps  # noqa: E402
-from hf_tiny_transformer.training.checkpoints import (  # noqa: E402
+import transformers
+from transformers import DataCollatorForSeq2Seq, set_seed
+from transformers.trainer_callback import ProgressCallback
+from transformers.trainer_utils import sort_checkpoints
+
+from hf_tiny_transformer.commands.output_guard import check_output
+from hf_tiny_transformer.data.sources import load_pairs
+from hf_tiny_transformer.errors import UsageError, about
+from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels
+from hf_tiny_transformer.loading import load_model_folder
+from hf_tiny_transformer.trainer.arguments import parse_arguments
+from hf_tiny_transformer.trainer.budget import time_budget
+from hf_tiny_transformer.trainer.checkpoints import (
     average_into,
-    is_complete_checkpoint,
-    last_complete_checkpoint,
     restore_finished_run,
+    resume_checkpoint,
     trained_steps,
 )
-from hf_tiny_transformer.training.output_lock import hold_output_dir  # noqa: E402
-from hf_tiny_transformer.training.precision import (  # noqa: E402
+from hf_tiny_transformer.trainer.output_lock import hold_output_dir
+from hf_tiny_transformer.trainer.precision import (
     RecordMode,
     candidate_modes,
     chosen,
@@ -72,19 +60,18 @@ from hf_tiny_transformer.training.precision import (  # noqa: E402
     time_modes,
     trial_batches,
 )
-from hf_tiny_transformer.training.record import check_resumable, is_recorded, save_run  # noqa: E402
-from hf_tiny_transformer.training.trainer import TranslationTrainer, progress_callbacks  # noqa: E402
+from hf_tiny_transformer.trainer.record import check_resumable, is_recorded, save_run
+from hf_tiny_transformer.trainer.setup import fit_lengths, make_config, make_model, make_tokenizer, tokenize
+from hf_tiny_transformer.trainer.trainer import TranslationTrainer, bleu_and_chrf, progress_callbacks
 
 logger = logging.getLogger("train")
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    keep_freed_memory()  # glibc keeps freed memory for the next step instead of faulting it in again (+4-11 %)
-    keep_compiled_kernels()  # oneDNN keeps the bfloat16 kernels of every batch shape (+25 % in bf16 on AMX)
+    keep_compiled_kernels()  # oneDNN keeps the bfloat16 kernels of every batch shape, instead of making them again
+    flush_denormals()  # before torch starts its threads, which inherit it
     model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
-    if training_args.flush_denormal:
-        flush_denormals()  # before torch starts its threads, which inherit it
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
 
     # The output folder: held by this run while it runs (a second run into it is refused), and a new one, or one whose
@@ -100,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     overwrite = resume or training_args.overwrite_output_dir
     with hold_output_dir(output_dir, hold=training_args.should_save):  # under torchrun: by the process that saves
         check_output(output_dir, kind="folder", flag="--output_dir", overwrite=overwrite, overwrite_fix=fix)
-        checkpoint = resume_checkpoint(training_args) if resume else None
+        checkpoint = resume_checkpoint(training_args.resume_from_checkpoint, output_dir) if resume else None
 
         # Data, then the tokenizer (trained on the training data unless one is given), then the model.
         splits = load_pairs(data_args)
@@ -109,11 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             with about("--model_name_or_path"):
                 fine_tuned = load_model_folder(model_args.model_name_or_path, model_args.trust_remote_code)
         config = fine_tuned[0].config if fine_tuned else make_config(model_args)
-        longest = config.max_position_embeddings
-        data_args.max_source_length = data_args.max_source_length or longest
-        data_args.max_target_length = data_args.max_target_length or longest
-        training_args.generation_max_length = training_args.generation_max_length or data_args.max_target_length + 1
-        check_lengths(longest, data_args, training_args)
+        fit_lengths(config, data_args, training_args)
         if training_args.overwrite_output_dir and training_args.should_save:
             for folder in sort_checkpoints(str(output_dir)) if output_dir.is_dir() else []:
                 logger.warning("--overwrite_output_dir: removing %s of the earlier run", folder)
@@ -134,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # A time budget fixes the steps (a resumed run keeps the number it fixed). A run resumed at its end trains
         # nothing: it only writes its final model, metrics and test scores where a kill came before they were saved.
-        budget = time_budget(training_args, checkpoint)
+        budget = time_budget(training_args, checkpoint, STARTED)
         finished = checkpoint is not None and 0 < training_args.max_steps <= trained_steps(checkpoint)["global_step"]
         if finished:
             if is_recorded(output_dir, with_test_scores="test" in tokenized and training_args.do_predict):
@@ -148,34 +131,15 @@ def main(argv: list[str] | None = None) -> int:
         # The precision and attention to train in: timed on this run's batches where the device gives a choice (a
         # resumed run keeps its own).
         collator = DataCollatorForSeq2Seq(tokenizer, model=model)
-        modes = candidate_modes(
-            training_args.precision_choice,
-            training_args.bf16_native,
-            training_args.requested_precision,
-            model_args.attn_implementation,
-            training_args.requested_bf16_weights,
-        )
+        native, requested = training_args.bf16_native, training_args.requested_precision
+        modes = candidate_modes(training_args.precision_choice, native, requested, training_args.device.type)
         trial = resumed_trial(checkpoint, modes) or time_modes(
             model, trial_batches(tokenized["train"], collator, training_args), modes, training_args
         )
-        training_args.train_in(chosen(trial, training_args.precision_choice), trial.best.weights)
+        training_args.train_in(chosen(trial, training_args.precision_choice))
         model.set_attn_implementation(trial.best.attention)
-        allocator = memory_allocator()
-        logger.info(
-            "machine: %s; precision %s; memory allocator: %s",
-            describe(),
-            describe_mode(training_args.precision_choice.reason, trial.best.attention, training_args.bf16_weights),
-            allocator,
-        )
-        advice = allocator_advice(
-            training_args.precision_choice.precision,
-            training_args.bf16_native,
-            training_args.device.type,
-            allocator,
-            tcmalloc_library(),
-        )
-        if advice:
-            logger.warning(advice)
+        mode = describe_mode(training_args.precision_choice.reason, trial.best.attention)
+        logger.info("machine: %s; precision %s", describe(), mode)
 
         # Training, to the time budget when the recipe has one.
         trainer = TranslationTrainer(
@@ -185,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             eval_dataset=tokenized.get("validation"),
             data_collator=collator,
             processing_class=tokenizer,
-            compute_metrics=metrics_function(tokenizer, data_args.target_lang),
+            compute_metrics=bleu_and_chrf(tokenizer, data_args.target_lang),
             callbacks=progress_callbacks(training_args) + [RecordMode(trial)] + ([budget] if budget else []),
         )
         if budget:
@@ -202,11 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             "precision": training_args.precision_choice.precision,
             "precision_reason": training_args.precision_choice.reason,
             "attention": trial.best.attention,
-            "bf16_weights": training_args.bf16_weights,
             "precision_trial_seconds_per_step": trial.seconds_per_step,
-            "flush_denormal": training_args.flush_denormal,
             "machine": describe(),
-            "memory_allocator": allocator,
         }
         if budget:
             metrics.update(
@@ -247,139 +208,6 @@ def main(argv: list[str] | None = None) -> int:
         trainer.accelerator.free_memory()  # the wrapper's last references
         trainer.accelerator.end_training()
         return 0
-
-
-def resume_checkpoint(training_args) -> Path:
-    """--resume_from_checkpoint PATH, or true / last: the newest complete checkpoint of --output_dir."""
-    value = training_args.resume_from_checkpoint
-    if value.lower() in ("true", "last"):
-        checkpoint = last_complete_checkpoint(training_args.output_dir)
-        if checkpoint is None:
-            raise UsageError(f"--resume_from_checkpoint {value}: no complete checkpoint in {training_args.output_dir}")
-        return checkpoint
-    if not is_complete_checkpoint(value):
-        raise UsageError(
-            f"--resume_from_checkpoint {value} is not a complete checkpoint; pass true to take the newest complete one"
-        )
-    return Path(value)
-
-
-def make_config(model_args):
-    """A new model's config: a shape or config file, with --config_overrides."""
-    try:
-        if model_args.shape:
-            config = load_shape(model_args.shape)
-        else:
-            config = TinyTransformerConfig.from_pretrained(model_args.config_name)
-        if model_args.config_overrides:
-            config.update_from_string(model_args.config_overrides)
-            config.validate()  # the checks across fields, which setting one field does not run
-    except Exception as error:  # an unknown shape or field, a value of the wrong type or out of range
-        source = f"--shape {model_args.shape}" if model_args.shape else f"--config_name {model_args.config_name}"
-        raise UsageError(
-            f"{source} --config_overrides {model_args.config_overrides}: {first_line(error)}; write "
-            "key=value pairs separated by commas, e.g. d_model=128,encoder_layers=2"
-        ) from None
-    return config
-
-
-def check_lengths(longest: int, data_args, training_args):
-    """Every length must fit the positional table, or the run dies after training, in its evaluation."""
-    for flag, value, limit in (
-        ("--max_source_length", data_args.max_source_length, longest),
-        ("--max_target_length", data_args.max_target_length, longest),
-        ("--generation_max_length", training_args.generation_max_length, longest + 1),  # + the start token
-    ):
-        if value > limit:
-            raise UsageError(
-                f"{flag} {value} is longer than the model can take ({limit}: max_position_embeddings "
-                f"{longest}); lower {flag}, or raise max_position_embeddings with --config_overrides"
-            )
-
-
-def make_tokenizer(model_args, data_args, splits, training_args, checkpoint: Path | None):
-    """The given tokenizer, the resumed run's, or a new one trained on the training data."""
-    saved = Path(training_args.output_dir) / "tokenizer"
-    name = model_args.tokenizer_name or (checkpoint and (saved if saved.is_dir() else checkpoint))  # resuming: its own
-    if name:
-        try:
-            return AutoTokenizer.from_pretrained(name, trust_remote_code=model_args.trust_remote_code)
-        except Exception as error:
-            raise UsageError(f"tokenizer {name} cannot be loaded: {first_line(error)}") from None
-    train = splits["train"].take(100_000) if data_args.streaming else splits["train"]  # a stream: its first pairs
-    texts = [text for pair in train for text in (pair["source"], pair["target"])]
-    longest = max(data_args.max_source_length, data_args.max_target_length)
-    tokenizer = train_tokenizer(texts, model_args.vocab_size, lowercase=model_args.lowercase, model_max_length=longest)
-    if training_args.should_save:
-        tokenizer.save_pretrained(saved)
-    return tokenizer
-
-
-def make_model(model_args, config, tokenizer):
-    """A new model of the config's shape with the tokenizer's vocabulary."""
-    ids = (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id)
-    if ids != (config.pad_token_id, config.eos_token_id, config.bos_token_id):
-        raise UsageError(f"the tokenizer's pad/eos/bos ids {ids} differ from the model config's")
-    try:
-        config.vocab_size = len(tokenizer)
-        config.validate()
-    except Exception as error:
-        raise UsageError(
-            f"the tokenizer's {len(tokenizer)} tokens do not fit the config: {first_line(error)}"
-        ) from None
-    if model_args.architecture == "marian":
-        return marian_of_the_same_shape(config)
-    return TinyTransformerForConditionalGeneration(config)
-
-
-def tokenize(tokenizer, data_args):
-    def encode(batch):
-        sources = tokenizer(batch["source"], max_length=data_args.max_source_length, truncation=True)
-        targets = tokenizer(text_target=batch["target"], max_length=data_args.max_target_length, truncation=True)
-        return {**sources, "labels": targets["input_ids"]}
-
-    return encode
-
-
-def time_budget(training_args, checkpoint: Path | None) -> TimeBudget | None:
-    """The budget callback when the run has a budget and no --max_steps (which repeats a budgeted run exactly);
-    a resumed budgeted run keeps the step count it fixed."""
-    if training_args.time_budget_minutes and training_args.max_steps > 0:
-        logger.info("--max_steps %d given: the time budget is not used", training_args.max_steps)
-        training_args.time_budget_minutes = None
-    if not training_args.time_budget_minutes:
-        return None
-    if checkpoint is not None and trained_steps(checkpoint)["max_steps"]:
-        training_args.max_steps = trained_steps(checkpoint)["max_steps"]
-        logger.warning(
-            "resuming a run with a time budget: its %d steps, fixed before the kill", training_args.max_steps
-        )
-        return None
-    deadline = STARTED + 60 * training_args.time_budget_minutes
-    training_args.max_steps = provisional_max_steps(deadline - time.monotonic())
-    return TimeBudget(
-        deadline,
-        reserve_s=max(20.0, 0.02 * 60 * training_args.time_budget_minutes),
-        save_steps=training_args.save_steps if training_args.save_strategy == "steps" else None,
-        min_checkpoints=training_args.average_checkpoints or 1,
-    )
-
-
-def metrics_function(tokenizer, target_lang: str):
-    """BLEU and chrF of generated text against the references, for Trainer's evaluation."""
-    lowercase = lowercases(tokenizer)
-
-    def compute_metrics(prediction):
-        predictions, labels = (
-            [[token if token >= 0 else tokenizer.pad_token_id for token in row] for row in array]
-            for array in (prediction.predictions, prediction.label_ids)
-        )
-        hypotheses = tokenizer.batch_decode(predictions, skip_special_tokens=True)
-        references = tokenizer.batch_decode(labels, skip_special_tokens=True)
-        result = scores(hypotheses, references, target_lang, lowercase=lowercase)
-        return {key: value for key, value in result.items() if key.startswith(("bleu", "chrf"))}
-
-    return compute_metrics
 
 
 if __name__ == "__main__":

@@ -10,16 +10,16 @@ evaluate_model.py take it from. --dry_run writes nothing. Greedy search (1 beam)
 """
 
 import json
-import signal
 import sys
 import time
 from pathlib import Path
 
-# Ctrl-C while the libraries below import: exit status 130 without a traceback (run() reports a later one in a line)
-if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, lambda signal_number, frame: sys.exit(130))
+from hf_tiny_transformer.commands.runner import interrupted_while_importing
 
-from hf_tiny_transformer.commands import shared
+if __name__ == "__main__":
+    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
+
+from hf_tiny_transformer.commands import flags, output_guard, runner
 from hf_tiny_transformer.data.tokenizer import lowercases
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, first_line
 from hf_tiny_transformer.evaluation import scores
@@ -30,12 +30,12 @@ from hf_tiny_transformer.text_tiny_transformer import generation_settings
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a saved model folder")
-    shared.scoring_arguments(parser, "its dev split is translated")
+    flags.scoring_arguments(parser, "its dev split is translated")
     parser.add_argument("--num_beams", type=int, nargs="+", default=[1, 4, 6])
     parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.6, 1.0, 1.4])
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--dry_run", action="store_true", help="print the table, change nothing")
-    shared.engine_arguments(parser)
+    flags.engine_arguments(parser)
     args = parser.parse_args(argv)
     try:
         for beams, penalty in settings(args):
@@ -45,7 +45,7 @@ def parse_args(argv=None):
     if not args.dry_run:
         if not Path(args.model, "generation_config.json").is_file():
             raise UsageError(f"--model {args.model} has no generation_config.json to write the choice into")
-        shared.check_output(Path(args.model, "generation_config.json"), kind="file", flag="--model")
+        output_guard.check_output(Path(args.model, "generation_config.json"), kind="file", flag="--model")
     return args
 
 
@@ -60,14 +60,14 @@ def settings(args) -> list[tuple[int, float]]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    sources, references = shared.sources_and_references(args, "dev")
-    translator = shared.load_translator_from(args)
+    sources, references = flags.sources_and_references(args, "dev")
+    translator = flags.load_translator_from(args)
     lowercase = lowercases(translator.tokenizer)
     results = []
     print("| beams | length penalty | dev BLEU | dev chrF | seconds |\n|---:|---:|---:|---:|---:|")
     for beams, penalty in settings(args):
         start = time.perf_counter()
-        with shared.decoding_limits():
+        with flags.decoding_limits():
             hypotheses = translator.translate(
                 sources, batch_size=args.batch_size, num_beams=beams, length_penalty=penalty, progress=True
             )
@@ -94,4 +94,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(shared.run(main))
+    sys.exit(runner.run(main))

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 from ..errors import UsageError
-from .shared import run
+from .runner import run
 
 PROG = "tiny-transformer"
 COMMANDS = {

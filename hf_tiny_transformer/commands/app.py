@@ -1,4 +1,4 @@
-"""The demo page (hf_tiny_transformer.demo.app) for a saved model: translation, and the attention of every layer and
+"""The demo page (hf_tiny_transformer.app.page) for a saved model: translation, and the attention of every layer and
 head and the positional encoding for the sentence translated.
 
     tiny-transformer app --model runs/demo/hub                                   # http://127.0.0.1:7860
@@ -16,7 +16,9 @@ import sys
 
 from ..errors import ArgumentParser, UsageError, about, first_line
 from ..loading import load_model_folder
-from .shared import check_output, command_output, trust_remote_code_argument
+from .flags import trust_remote_code_argument
+from .output_guard import check_output
+from .runner import command_output
 
 
 def parse_args(argv=None):
@@ -52,9 +54,9 @@ def check_port(host: str, port: int):
 
 
 def main(argv=None) -> int:
-    from ..demo.app import build_app, examples_for, use_in_browser
-
     args = parse_args(argv)
+    from ..app.page import build_app, examples_for, use_in_browser
+
     with about("--model"):
         model, tokenizer = load_model_folder(args.model, args.trust_remote_code)
     try:

@@ -12,7 +12,7 @@ and can be uploaded as a static Hugging Face Space as it is (its README.md has t
 from pathlib import Path
 
 from ..errors import ArgumentParser, UsageError, first_line
-from .shared import check_output_folder
+from .flags import check_output_folder
 
 
 def parse_args(argv=None):

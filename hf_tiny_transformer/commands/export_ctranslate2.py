@@ -9,7 +9,7 @@ export there is replaced only with --overwrite. Needs the [serve] extra (ctransl
 """
 
 from ..errors import ArgumentParser
-from .shared import export_arguments, export_model
+from .flags import export_arguments, export_model
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16")
 

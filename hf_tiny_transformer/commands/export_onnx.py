@@ -10,7 +10,7 @@ an existing export there is replaced only with --overwrite. Needs the [onnx] ext
 """
 
 from ..errors import ArgumentParser
-from .shared import export_arguments, export_model
+from .flags import export_arguments, export_model
 
 
 def parse_args(argv=None):

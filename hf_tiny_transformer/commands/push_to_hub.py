@@ -18,12 +18,11 @@ from pathlib import Path
 from huggingface_hub import HfApi, ModelCard, get_token
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
-from transformers.dynamic_module_utils import get_relative_import_files
 
 from ..errors import ArgumentParser, UsageError, about, first_line
 from ..loading import load_model_folder
 from ..serving.files import CTRANSLATE2_MODEL
-from .shared import trust_remote_code_argument
+from .flags import trust_remote_code_argument
 
 REQUIRED = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "README.md")
 ALLOWED = {
@@ -59,6 +58,8 @@ def parse_args(argv: list[str] | None = None):
 def code_files(folder: Path) -> set[str]:
     """The Python files config.json names (the auto_map classes and the custom pipelines) and the files they import
     relatively, as transformers finds them when it loads remote code."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     references = list((config.get("auto_map") or {}).values())
     references += [task.get("impl", "") for task in (config.get("custom_pipelines") or {}).values()]

@@ -19,7 +19,7 @@ import sys
 
 from ..data.files import BYTES_LOOKED_AT, UTF8, Encoding, encoding_of
 from ..errors import ArgumentParser, UsageError
-from .shared import decoding_arguments, decoding_limits, decoding_settings, engine_arguments, load_translator_from
+from .flags import decoding_arguments, decoding_limits, decoding_settings, engine_arguments, load_translator_from
 
 
 def parse_args(argv=None):
@@ -97,8 +97,8 @@ def batches(lines, size: int):
 def main(argv=None) -> int:
     args = parse_args(argv)
     interactive = not args.text and sys.stdin.isatty()
+    translator = load_translator_from(args)  # first: a problem with the model is said before any input is awaited
     encoding = UTF8 if args.text else read_standard_input()
-    translator = load_translator_from(args)
     if interactive:
         print("Type a text and press Enter (Ctrl-D to stop):", file=sys.stderr)
     stream_settings = {name: value for name, value in args.settings.items() if name != "batch_size"}

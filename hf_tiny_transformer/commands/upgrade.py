@@ -9,14 +9,16 @@ Every folder is read and checked before any is changed; each model.safetensors i
 import sys
 
 from ..errors import ArgumentParser
-from ..upgrade import read_weights, upgrade_folder
-from .shared import command_output
+from .runner import command_output
 
 
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="tiny-transformer upgrade", description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", metavar="FOLDER", help="model folders saved by 0.1")
-    loaded = {folder: read_weights(folder) for folder in parser.parse_args(argv).folders}  # all read before any change
+    folders = parser.parse_args(argv).folders
+    from ..upgrade import read_weights, upgrade_folder
+
+    loaded = {folder: read_weights(folder) for folder in folders}  # all read before any change
     with command_output(sys.stdout) as output:
         for folder, (state_dict, metadata) in loaded.items():
             converted = upgrade_folder(folder, state_dict, metadata)

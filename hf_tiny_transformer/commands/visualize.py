@@ -17,7 +17,8 @@ from ..errors import ArgumentParser, UsageError, about
 from ..loading import load_model_folder
 from ..saving import replaced_file
 from ..text_tiny_transformer import remove_invisible_characters
-from .shared import check_output, trust_remote_code_argument
+from .flags import trust_remote_code_argument
+from .output_guard import check_output
 
 
 def parse_args(argv=None):
@@ -41,7 +42,7 @@ def parse_args(argv=None):
         inputs=(args.model,),
         overwrite_fix="choose another --output_dir for the pictures",
     )
-    from ..demo.visualization import matplotlib
+    from ..app.visualization import matplotlib
 
     try:
         matplotlib()
@@ -56,9 +57,9 @@ def save(figure, path: Path):
 
 
 def main(argv=None) -> int:
-    from ..demo.visualization import KINDS, attention_weights, draw_heads, plot_positional_encoding
-
     args = parse_args(argv)
+    from ..app.visualization import KINDS, attention_weights, draw_heads, plot_positional_encoding
+
     with about("--model"):
         model, tokenizer = load_model_folder(args.model, args.trust_remote_code)
     longest = model.config.max_position_embeddings

@@ -22,7 +22,7 @@ CORPUS_SPLITS = {"train": "train", "validation": "dev", "test": "test"}
 
 
 def load_pairs(data_args) -> dict[str, Dataset | IterableDataset]:
-    """The splits the data arguments name (a `DataArguments` of training.arguments), "train" always among them."""
+    """The splits the data arguments name (a `DataArguments` of trainer.arguments), "train" always among them."""
     src, tgt = data_args.source_lang, data_args.target_lang
     if data_args.corpus_dir:
         try:

@@ -103,7 +103,7 @@ def served(folder: str | Path) -> Iterator[str]:
 def chromium_on(url: str, offline: bool = True) -> Iterator:
     """Headless Chromium showing `url` while the block runs. With `offline`, every address but this machine's is
     unreachable (a proxy that does not exist), so that anything fetched from elsewhere would fail."""
-    from ..demo.app import chromium
+    from ..app.page import chromium
 
     driver = chromium(extra_flags=["--proxy-server=http://0.0.0.0:9"] if offline else [])
     try:

@@ -8,13 +8,8 @@ translator = load_translator("runs/en-ja/ct2-int8", engine="ctranslate2")       
 from ..errors import UsageError, first_line
 from ..hardware import check_device
 from ..loading import load_model_folder
+from .files import ENGINES
 from .translator import TransformersTranslator, Translator
-
-ENGINES = {
-    "transformers": "a folder saved with save_pretrained, in transformers",
-    "ctranslate2": "a folder written by export_ctranslate2 (tiny-transformer export-ctranslate2), in CTranslate2",
-    "onnx": "a folder written by export_onnx (tiny-transformer export-onnx), in onnxruntime",
-}
 
 
 def load_translator(

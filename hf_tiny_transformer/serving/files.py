@@ -14,6 +14,12 @@ from typing import NamedTuple
 
 from ..errors import first_line
 
+# The engines a model translates with, and what each one takes as --model.
+ENGINES = {
+    "transformers": "a folder saved with save_pretrained, in transformers",
+    "ctranslate2": "a folder written by export_ctranslate2 (tiny-transformer export-ctranslate2), in CTranslate2",
+    "onnx": "a folder written by export_onnx (tiny-transformer export-onnx), in onnxruntime",
+}
 SETTINGS_FILE = "hf_tiny_transformer.json"  # what a translator needs besides the engine's own files
 CTRANSLATE2_MODEL = "model.bin"  # CTranslate2's weights
 # the ONNX graphs, laid out as transformers.js and Optimum lay out an encoder-decoder (+ ".onnx")

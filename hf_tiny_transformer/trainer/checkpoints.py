@@ -1,12 +1,12 @@
 """Trainer checkpoints: which one a run resumes from, and averaging, as the paper's base models (section 6.1: "a
 single model obtained by averaging the last 5 checkpoints, which were written at 10-minute intervals").
 
-    from hf_tiny_transformer.training.checkpoints import average_checkpoints, last_checkpoints
+    from hf_tiny_transformer.trainer.checkpoints import average_checkpoints, last_checkpoints
     weights = average_checkpoints(last_checkpoints("runs/en-ja", 5))   # {name: mean tensor}
     model.load_state_dict(weights)
     last_complete_checkpoint("runs/en-ja")                             # what --resume_from_checkpoint true takes
 
-`scripts/average_checkpoints.py` writes the averaged model as a folder; `scripts/train.py --average_checkpoints 5`
+`training/average_checkpoints.py` writes the averaged model as a folder; `training/train.py --average_checkpoints 5`
 makes it the run's final model. Checkpoints of different models (another shape, another tokenizer) are not averaged.
 """
 
@@ -162,6 +162,20 @@ def last_complete_checkpoint(run_dir: str | Path) -> Path | None:
     return None
 
 
+def resume_checkpoint(value: str, run_dir: str | Path) -> Path:
+    """--resume_from_checkpoint PATH, or true / last: the newest complete checkpoint of `run_dir`."""
+    if value.lower() in ("true", "last"):
+        checkpoint = last_complete_checkpoint(run_dir)
+        if checkpoint is None:
+            raise UsageError(f"--resume_from_checkpoint {value}: no complete checkpoint in {run_dir}")
+        return checkpoint
+    if not is_complete_checkpoint(value):
+        raise UsageError(
+            f"--resume_from_checkpoint {value} is not a complete checkpoint; pass true to take the newest complete one"
+        )
+    return Path(value)
+
+
 def trained_steps(checkpoint: str | Path) -> dict:
     """A checkpoint's step and the run's max_steps, from its trainer_state.json."""
     state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
@@ -179,4 +193,5 @@ __all__ = [
     "is_complete_checkpoint",
     "last_complete_checkpoint",
     "trained_steps",
+    "resume_checkpoint",
 ]

@@ -120,4 +120,30 @@ def provisional_max_steps(budget_s: float) -> int:
     return max(math.ceil(budget_s * 100), 1)
 
 
-__all__ = ["TimeBudget", "reschedule", "provisional_max_steps"]
+def time_budget(training_args, checkpoint, started: float) -> TimeBudget | None:
+    """The budget callback of a run that has a budget and no --max_steps (which repeats a budgeted run exactly),
+    counting from `started` (a time.monotonic() value); a resumed budgeted run keeps the step count it fixed."""
+    from .checkpoints import trained_steps
+
+    if training_args.time_budget_minutes and training_args.max_steps > 0:
+        logger.info("--max_steps %d given: the time budget is not used", training_args.max_steps)
+        training_args.time_budget_minutes = None
+    if not training_args.time_budget_minutes:
+        return None
+    if checkpoint is not None and trained_steps(checkpoint)["max_steps"]:
+        training_args.max_steps = trained_steps(checkpoint)["max_steps"]
+        logger.warning(
+            "resuming a run with a time budget: its %d steps, fixed before the kill", training_args.max_steps
+        )
+        return None
+    deadline = started + 60 * training_args.time_budget_minutes
+    training_args.max_steps = provisional_max_steps(deadline - time.monotonic())
+    return TimeBudget(
+        deadline,
+        reserve_s=max(20.0, 0.02 * 60 * training_args.time_budget_minutes),
+        save_steps=training_args.save_steps if training_args.save_strategy == "steps" else None,
+        min_checkpoints=training_args.average_checkpoints or 1,
+    )
+
+
+__all__ = ["TimeBudget", "time_budget", "reschedule", "provisional_max_steps"]

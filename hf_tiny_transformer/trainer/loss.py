@@ -155,7 +155,7 @@ NO_POSITIONS = torch.empty(0, dtype=torch.long)  # logits_to_keep: the model mak
 class LabelSmoothing:
     """Trainer's `compute_loss_func`: the label-smoothed loss of a step. Given the model's output projection (a
     model that takes `logits_to_keep`, as this package's does), the loss makes the logits itself, block by block in
-    `dtype` (the run's precision), from the decoder's output (`training.loss`): `model_inputs` asks the model for
+    `dtype` (the run's precision), from the decoder's output (`trainer.loss`): `model_inputs` asks the model for
     that output and no logits. Otherwise (MarianMTModel), from the model's logits.
 
         smoothing = LabelSmoothing(0.1, model.get_output_embeddings(), torch.bfloat16)

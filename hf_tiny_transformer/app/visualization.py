@@ -1,6 +1,6 @@
 """Pictures of the model for a sentence: the positional encoding and every head's attention.
 
-    from hf_tiny_transformer.demo.visualization import plot_attention, plot_positional_encoding
+    from hf_tiny_transformer.app.visualization import plot_attention, plot_positional_encoding
     plot_positional_encoding(model.config).savefig("pe.png")
     plot_attention(model, tokenizer, "I really like green tea.", kind="cross", layer=1).savefig("cross.png")
 

@@ -54,7 +54,7 @@ def picture(figure):
     return Image.open(buffer)
 
 
-class Demo:
+class TranslationApp:
     """A model and its tokenizer, and what the page asks of them."""
 
     def __init__(self, model, tokenizer):
@@ -101,9 +101,9 @@ class Demo:
 def build_app(model, tokenizer, examples: list[str] | None = None):
     """The page as a gradio Blocks app, for a model of any shape; `examples` are sentences to click."""
     gr = gradio()
-    demo = Demo(model, tokenizer)
+    translation_app = TranslationApp(model, tokenizer)
     layers = max(model.config.encoder_layers, model.config.decoder_layers)
-    with gr.Blocks(title="hf-tiny-transformer") as app:
+    with gr.Blocks(title="hf-tiny-transformer") as page:
         gr.Markdown(
             "# Attention Is All You Need, small enough to read\n"
             "Type a sentence: the model translates it, and the heatmaps show where each head of the chosen layer "
@@ -124,13 +124,13 @@ def build_app(model, tokenizer, examples: list[str] | None = None):
         heatmap = gr.Image(label="Attention of every head", type="pil", elem_id="heatmap")
         gr.Examples(examples or [], inputs=source)
         with gr.Accordion("Positional encoding", open=False):
-            gr.Image(value=demo.positional_encoding(), label="PE(pos, i)", type="pil", elem_id="positional")
+            gr.Image(value=translation_app.positional_encoding(), label="PE(pos, i)", type="pil", elem_id="positional")
         inputs, outputs = [source, kind, layer], [translation, heatmap, note]
-        button.click(demo.translate_and_draw, inputs, outputs, api_name="translate")
-        source.submit(demo.translate_and_draw, inputs, outputs)
-        kind.change(demo.translate_and_draw, inputs, outputs)
-        layer.release(demo.translate_and_draw, inputs, outputs)
-    return app
+        button.click(translation_app.translate_and_draw, inputs, outputs, api_name="translate")
+        source.submit(translation_app.translate_and_draw, inputs, outputs)
+        kind.change(translation_app.translate_and_draw, inputs, outputs)
+        layer.release(translation_app.translate_and_draw, inputs, outputs)
+    return page
 
 
 def chromium(headless: bool = True, extra_flags: list[str] = ()):

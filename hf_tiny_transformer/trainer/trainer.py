@@ -4,13 +4,10 @@
 
 - Batches by tokens (`--batch_tokens`): `TokenBatchSampler`, through accelerate's prepare() as Trainer's own
   DataLoader, which shards the batches under torchrun.
-- Label smoothing (`--label_smoothing_factor`, the paper's 0.1) by the fused loss of `training.loss`, handed to
+- Label smoothing (`--label_smoothing_factor`, the paper's 0.1) by the fused loss of `trainer.loss`, handed to
   Trainer as its `compute_loss_func`: the model itself, saved or loaded, always computes plain cross-entropy. In a
   training step the model is asked for no logits where the loss can make them from the decoder's output
   (`LabelSmoothing.model_inputs`, in `compute_loss`); evaluation gets them.
-- bf16 on bfloat16 weights (`--bf16_weights`): each training step runs forward and backward on the bfloat16 copy of
-  `training.precision.BFloat16Weights` (compiled as the model would be under `--torch_compile`); Trainer clips and
-  applies the gradients to the float32 model as ever.
 """
 
 import logging
@@ -19,21 +16,20 @@ import time
 
 import datasets
 import torch
-from accelerate.utils import DynamoBackend, compile_regions
 from torch.utils.data import DataLoader
 from transformers import Seq2SeqTrainer, TrainerCallback
 
 from ..data.batching import TokenBatchSampler
+from ..data.tokenizer import lowercases
+from ..evaluation import scores
 from .loss import LabelSmoothing, label_smoothing
-from .precision import BFloat16Weights
 
 logger = logging.getLogger(__name__)
 
 
 def run_dtype(training_args) -> torch.dtype:
-    """The dtype a run's matrix multiplies take: bfloat16 under bf16 (autocast, or bfloat16 weights), float16 under
-    fp16, else float32."""
-    if training_args.bf16 or getattr(training_args, "bf16_weights", False):
+    """The dtype a run's matrix multiplies take: bfloat16 under bf16, float16 under fp16, else float32."""
+    if training_args.bf16:
         return torch.bfloat16
     return torch.float16 if training_args.fp16 else torch.float32
 
@@ -45,34 +41,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         super().__init__(*args, **kwargs)
         if self.args.label_smoothing_factor and self.compute_loss_func is None:
             self.compute_loss_func = label_smoothing(self.model, self.args.label_smoothing_factor, run_dtype(self.args))
-        self.bf16_weights = None
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if isinstance(self.compute_loss_func, LabelSmoothing) and model.training and not return_outputs:
             inputs = self.compute_loss_func.model_inputs(inputs)
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-
-    def train(self, *args, **kwargs):
-        self.bf16_weights = None  # made at the first step, from the model as loaded (a resumed run's weights)
-        return super().train(*args, **kwargs)
-
-    def training_step(self, model, inputs, num_items_in_batch=None):
-        if not getattr(self.args, "bf16_weights", False):
-            return super().training_step(model, inputs, num_items_in_batch)
-        self.bf16_weights = self.bf16_weights or BFloat16Weights(self.model, compile=self.compile_as_the_model)
-        low = self.bf16_weights.load(self.model, self.state.global_step)  # the float32 weights change at a step only
-        loss = super().training_step(low, inputs, num_items_in_batch)
-        self.bf16_weights.add_gradients_to(self.model)
-        return loss
-
-    def compile_as_the_model(self, module: torch.nn.Module) -> torch.nn.Module:
-        """`module` compiled as accelerate compiles the run's model (`--torch_compile` and its options), or as it is:
-        the bfloat16 copy, which runs in the model's place, where `--torch_compile` asks for it."""
-        plugin = self.accelerator.state.dynamo_plugin
-        if plugin.backend == DynamoBackend.NO:
-            return module
-        compile = compile_regions if plugin.use_regional_compilation else torch.compile
-        return compile(module, **plugin.to_kwargs())
 
     def get_train_dataloader(self) -> DataLoader:
         if not getattr(self.args, "batch_tokens", None):
@@ -92,6 +65,23 @@ class TranslationTrainer(Seq2SeqTrainer):
             pin_memory=self.args.dataloader_pin_memory and self.args.device.type == "cuda",
         )
         return self.accelerator.prepare(loader)
+
+
+def bleu_and_chrf(tokenizer, target_lang: str):
+    """Trainer's compute_metrics: BLEU and chrF of the generated text against the references."""
+    lowercase = lowercases(tokenizer)
+
+    def compute_metrics(prediction):
+        predictions, labels = (
+            [[token if token >= 0 else tokenizer.pad_token_id for token in row] for row in array]
+            for array in (prediction.predictions, prediction.label_ids)
+        )
+        hypotheses = tokenizer.batch_decode(predictions, skip_special_tokens=True)
+        references = tokenizer.batch_decode(labels, skip_special_tokens=True)
+        result = scores(hypotheses, references, target_lang, lowercase=lowercase)
+        return {key: value for key, value in result.items() if key.startswith(("bleu", "chrf"))}
+
+    return compute_metrics
 
 
 class ProgressLog(TrainerCallback):
@@ -144,4 +134,4 @@ def progress_callbacks(training_args) -> list[TrainerCallback]:
     return [ProgressLog()]
 
 
-__all__ = ["TranslationTrainer", "ProgressLog", "progress_callbacks"]
+__all__ = ["TranslationTrainer", "bleu_and_chrf", "ProgressLog", "progress_callbacks"]

@@ -66,8 +66,7 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
     )
     config = model.config
     lines = {
-        "Steps": f"{metrics['train_steps']} in {metrics['train_runtime_s'] / 60:.1f} minutes on {metrics['machine']}"
-        + (f"; memory allocator: {metrics['memory_allocator']}" if metrics.get("memory_allocator") else ""),
+        "Steps": f"{metrics['train_steps']} in {metrics['train_runtime_s'] / 60:.1f} minutes on {metrics['machine']}",
         "Batches": batches,
         "Optimizer": f"Adam (beta1 {args.adam_beta1}, beta2 {args.adam_beta2}, epsilon {args.adam_epsilon}), peak "
         f"learning rate {args.learning_rate}, {getattr(args.lr_scheduler_type, 'value', args.lr_scheduler_type)} "
@@ -76,25 +75,16 @@ def training_procedure(model, data_args, training_args, metrics: dict) -> str:
         "cross-entropy)",
         "Dropout": f"{getattr(config, 'dropout', None)} (attention {getattr(config, 'attention_dropout', None)}, "
         f"activation {getattr(config, 'activation_dropout', None)})",
-        "Precision": describe_mode(metrics["precision_reason"], metrics["attention"], metrics.get("bf16_weights"))
-        + ("; denormals flushed to zero" if metrics.get("flush_denormal") else ""),
+        "Precision": describe_mode(metrics["precision_reason"], metrics["attention"]),
         "Checkpoint averaging": averaging,
     }
     if metrics.get("time_budget_minutes"):
-        repeat = (
-            f"--max_steps {metrics['train_steps']} --precision {metrics['precision']} --attn_implementation "
-            + metrics["attention"]
-            + (
-                f" --bf16_weights {'true' if metrics.get('bf16_weights') else 'false'}"
-                if metrics["precision"] == "bf16"
-                else ""
-            )
-        )
+        repeat = f"--max_steps {metrics['train_steps']} --precision {metrics['precision']}"
         lines["Time budget"] = (
             f"{metrics['time_budget_minutes']} minutes for the whole run; {metrics['train_steps']} "
             f"steps fitted at {metrics['seconds_per_step']:.2f} s a step (repeat with {repeat})"
         )
-    return "Trained with `scripts/train.py`:\n\n" + "\n".join(f"- {name}: {value}" for name, value in lines.items())
+    return "Trained with `training/train.py`:\n\n" + "\n".join(f"- {name}: {value}" for name, value in lines.items())
 
 
 def describe_data(data_args) -> str:

@@ -1,4 +1,4 @@
-"""What scripts/train.py takes: model, data and training arguments, parsed by transformers' HfArgumentParser.
+"""What training/train.py takes: model, data and training arguments, parsed by transformers' HfArgumentParser.
 
     model_args, data_args, training_args = parse_arguments(["recipes/en-ja.json", "--max_steps", "100"])
 
@@ -6,6 +6,7 @@ A JSON file first on the command line gives the defaults (a recipe); flags after
 checks its own values when it is made, so that a bad flag is one line (a `UsageError`) before any work.
 """
 
+import argparse
 import math
 import os
 from dataclasses import dataclass, field, fields
@@ -48,14 +49,6 @@ class ModelArguments:
     trust_remote_code: bool = field(
         default=False,
         metadata={"help": "run the Python files of a model, config or tokenizer that is not this package's own"},
-    )
-    attn_implementation: str = field(
-        default="auto",
-        metadata={
-            "help": "attention implementation to train with: sdpa, eager, or auto: sdpa in float32, and under bfloat16 "
-            "the faster of the two on this run's batches, timed at the start (see --precision)",
-            "choices": ["auto", "sdpa", "eager"],
-        },
     )
 
     def __post_init__(self):
@@ -163,31 +156,13 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     precision: str = field(
         default="auto",
         metadata={
-            "help": "auto: where the hardware has bfloat16 natively (a CPU with AMX or AVX-512 BF16, a CUDA GPU), "
-            "the faster of float32 and bfloat16 (autocast; see --bf16_weights) on this run's batches, timed at the "
-            "start (seconds); float32 elsewhere. Or bf16, fp32",
+            "help": "the one speed setting: auto, where the hardware has bfloat16 natively (a CPU with AMX or AVX-512 "
+            "BF16, a CUDA GPU), the faster of float32 and bfloat16 autocast on this run's batches, timed at the start "
+            "(seconds), else float32; or bf16, fp32. The attention implementation goes with it",
             "choices": ["auto", "bf16", "fp32"],
         },
     )
-    bf16_weights: str = field(
-        default="false",
-        metadata={
-            "help": "where the run trains in bf16, how: false (the default), bfloat16 autocast; true, the forward and "
-            "backward passes on a bfloat16 copy of the model (no autocast: LayerNorm, softmax and the residual stream "
-            "in bfloat16 too), the optimizer on the float32 weights, copied into it after every step (one process "
-            "only): faster on AMX, no cost in quality shown or ruled out after long runs (README.md, Same minutes); "
-            "auto, the faster of the two on this run's batches where a trial times the modes (see --precision), "
-            "autocast elsewhere and under several processes",
-            "choices": ["auto", "true", "false"],
-        },
-    )
-    flush_denormal: bool = field(
-        default=True,
-        metadata={
-            "help": "treat denormal floats as zero on the CPU (FTZ/DAZ): steps late in a run were 25-35 %% faster "
-            "(benchmarks/README.md); false keeps IEEE denormals"
-        },
-    )
+    bf16: bool = field(default=False, metadata={"help": argparse.SUPPRESS})  # Trainer's spelling of --precision bf16
     time_budget_minutes: float | None = field(
         default=None,
         metadata={
@@ -211,25 +186,12 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         super().__post_init__()
         self.check_numbers()
         self.check_averaging()
-        self.requested_bf16_weights = str(self.bf16_weights).lower()  # a JSON recipe may hold true or false
-        if self.requested_bf16_weights not in ("auto", "true", "false"):
-            raise UsageError(f"--bf16_weights takes auto, true or false, not {self.bf16_weights!r}")
-        if self.world_size > 1:
-            if self.requested_bf16_weights == "true":
-                raise UsageError(
-                    f"--bf16_weights true runs in one process, not {self.world_size}: its gradients are not shared "
-                    "between processes; leave it out (auto: bf16 autocast there) or run one process"
-                )
-            self.requested_bf16_weights = "false"
-        self.bf16_weights = self.bf16 and self.requested_bf16_weights == "true"  # until a trial chooses
 
-    def train_in(self, choice, weights: str = "fp32"):
+    def train_in(self, choice):
         """Train in `choice`'s precision, measured after the arguments were made: bf16 and what the library derives
-        from it when it makes them (accelerate's mixed precision). bf16 on bfloat16 weights (`weights` "bf16") is
-        the trainer's own, without the library's autocast: `bf16_weights` says whether it is on."""
+        from it when it makes them (accelerate's mixed precision)."""
         self.precision_choice = choice
-        self.bf16_weights = choice.precision == "bf16" and weights == "bf16"
-        self.bf16 = choice.precision == "bf16" and not self.bf16_weights
+        self.bf16 = choice.precision == "bf16"
         self.mixed_precision = "bf16" if self.bf16 else "no"
 
     def check_numbers(self):

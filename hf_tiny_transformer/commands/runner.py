@@ -1,0 +1,138 @@
+"""The runner of every command (the `tiny-transformer` subcommands, the scripts of training/ and benchmarks/): a
+UsageError becomes one line and exit status 2, Ctrl-C one line and 130, a full disk one line naming the output and 1.
+
+    sys.exit(run(main))
+"""
+
+import contextlib
+import errno
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ..errors import UsageError, first_line, is_rust_panic
+from .output_guard import recorded_outputs
+
+FULL_DISK = {errno.ENOSPC: "no space is left on its disk", errno.EDQUOT: "your disk quota there is used up"}
+
+
+def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Call `main(argv)` and return its exit status. A UsageError is written as one line on stderr (`prog: the
+    problem; the fix`), exit status 2; Ctrl-C anywhere in it, the imports it makes included, as `prog: interrupted`,
+    130; a full disk or quota while writing as one line naming the output, 1; a Rust library's panic (a tokenizer's
+    regex that fails on the text) as one line after the panic's own, 1. The libraries' own progress bars
+    (loading weights, downloads) show only when stderr is a terminal: in a file or CI their carriage returns would
+    make the log unreadable."""
+    prog = prog or Path(sys.argv[0]).name
+    with recorded_outputs() as outputs:
+        return _run(main, argv, prog, outputs)
+
+
+def _run(main, argv, prog: str, outputs: list[str]) -> int:
+    try:
+        _interrupt_as_an_exception()
+        if not sys.stderr.isatty():
+            _hide_progress_bars()
+        return main(argv) or 0
+    except UsageError as error:
+        return _failed(prog, first_line(error), 2)
+    except KeyboardInterrupt:
+        return _failed(prog, "interrupted", 130)
+    except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to write
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as error:
+        if error.errno not in FULL_DISK:
+            raise
+        return _failed(prog, _full_disk_problem(error, outputs), 1)
+    except BaseException as error:
+        if not is_rust_panic(error):
+            raise
+        return _failed(prog, _panic_problem(error), 1)
+
+
+def interrupted_while_importing() -> None:
+    """Ctrl-C before run() starts, while a script imports its libraries: the runner's one line and exit status 130,
+    without a traceback (run() gives Ctrl-C back to Python's KeyboardInterrupt). Where Ctrl-C is ignored (a
+    background job of a shell script) it stays ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        prog = Path(sys.argv[0]).name
+
+        def stop(signal_number, frame):
+            sys.stderr.write(f"{prog}: interrupted\n")
+            sys.exit(130)
+
+        signal.signal(signal.SIGINT, stop)
+
+
+def _interrupt_as_an_exception():
+    """Ctrl-C raises KeyboardInterrupt (Python's default), so that saves in progress clean up and the runner reports
+    it: a training script ends on it without a word while its libraries import (see its first lines). Where it is
+    ignored (a background job of a script) it stays ignored; only the main thread may set a handler."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _hide_progress_bars():
+    """The libraries' progress bars off (a run whose stderr is a file or a pipe): by their environment variables for
+    the libraries not imported yet, which a command imports only when it needs them, by their functions for the
+    others. A user's own setting of the variables stays."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # huggingface_hub's and transformers' bars
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    if "datasets" in sys.modules:
+        import datasets
+
+        datasets.disable_progress_bars()
+
+
+def _failed(prog: str, problem: str, status: int) -> int:
+    """Write `prog: problem` as the one line on stderr; return the exit status."""
+    with command_output(sys.stderr) as output:
+        output.error(f"{prog}: {problem}")
+    return status
+
+
+def _panic_problem(error: BaseException) -> str:
+    """A Rust library's panic, whose own message is on stderr above: a regex that fails on the text (Onig, the
+    tokenizers' regex engine) is the one a model's files make, in its tokenizer."""
+    if "Onig" in str(error):
+        return (
+            f"the model's tokenizer fails on this text ({first_line(error)}); fix the regex of tokenizer.json's "
+            "normalizer or pre-tokenizer"
+        )
+    return f"a Rust library failed ({first_line(error)})"
+
+
+def _full_disk_problem(error: OSError, outputs: list[str]) -> str:
+    """A full disk or quota, said of the outputs the command checked, else of the file the error names, else of the
+    command's output (standard output, redirected to a file)."""
+    if place := ", ".join(outputs) or error.filename:
+        return f"{place}: {FULL_DISK[error.errno]}; free space there or choose another place"
+    return f"writing its output: {FULL_DISK[error.errno]}; free space there or write the output elsewhere"
+
+
+@contextlib.contextmanager
+def command_output(stream) -> Iterator[logging.Logger]:
+    """A logger whose records are written to `stream` as bare lines while the block runs: a command's own output
+    (its results on stdout, its one-line error on stderr), apart from the libraries' logging and its formats."""
+    logger = logging.getLogger(f"{__name__}.output")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield logger
+    finally:
+        logger.removeHandler(handler)
+
+
+__all__ = ["run", "command_output", "interrupted_while_importing"]
