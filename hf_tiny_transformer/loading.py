@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -169,6 +170,8 @@ def check_weights_fit(name: str, config, trust_remote_code: bool):
     the config's. Up to twice what the file holds costs no more than loading the model: the load's own check names
     what does not fit (a damaged file)."""
     saved = saved_shapes(Path(name) / "model.safetensors")
+    if saved:
+        check_layer_counts(name, config, saved)  # before the model is built: a count of millions takes hours
     expected = config_shapes(config, trust_remote_code) if saved else None
     if not expected or sum(map(math.prod, expected.values())) <= 2 * sum(map(math.prod, saved.values())):
         return
@@ -181,6 +184,24 @@ def check_weights_fit(name: str, config, trust_remote_code: bool):
         }
     )
     raise UsageError(f"{name}: {fields_behind(config, mismatched)} ({listed}); fix config.json or save the model again")
+
+
+LAYER = re.compile(r"\b(encoder|decoder)\.layers\.(\d+)\.")  # a stack's layer i in a weight's name
+
+
+def check_layer_counts(name: str, config, saved: dict[str, tuple[int, ...]]):
+    """config.json's encoder_layers and decoder_layers against the layers model.safetensors holds."""
+    counts: dict[str, int] = {}
+    for key in saved:
+        if match := LAYER.search(key):
+            counts[match[1]] = max(counts.get(match[1], 0), int(match[2]) + 1)
+    for stack, count in counts.items():
+        value = getattr(config, f"{stack}_layers", None)
+        if isinstance(value, int) and value != count:
+            raise UsageError(
+                f"{name}: config.json's {stack}_layers {value} does not fit model.safetensors, which holds {count} "
+                f"{stack} layers; fix config.json or save the model again"
+            )
 
 
 def saved_shapes(weights_file: Path) -> dict[str, tuple[int, ...]] | None:

@@ -62,7 +62,7 @@ class TranslationPipeline(Pipeline):
         translations = translate_in_pieces(
             texts,
             translate_pieces,
-            lambda piece: len(self.tokenizer(piece)["input_ids"]),
+            lambda piece: len(self.tokenizer(piece, verbose=False)["input_ids"]),  # counted, never truncated
             self.model.config.max_position_embeddings,
             source_lang=getattr(config, "source_lang", None),
             target_lang=getattr(config, "target_lang", None),

@@ -28,16 +28,18 @@ from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
-# What `remove_invisible_characters` removes: the format characters (Unicode category Cf, as of Unicode 17.0), the
-# variation selectors, and the control characters (Cc) other than tab, line feed, vertical tab, form feed and carriage
-# return; the browser page (browser/text.js) removes the same. Written out so that importing stays fast;
-# tests/test_text.py checks the ranges against unicodedata.
+# What `remove_invisible_characters` removes: the format characters (Unicode category Cf), the default-ignorable
+# code points (the Unicode property: fillers, variation selectors, tags ...), and the control characters (Cc) other
+# than tab, line feed, vertical tab, form feed and carriage return, as of Unicode 17.0; the browser page
+# (browser/text.js) removes the same. Written out so that importing stays fast; the tests check the ranges against
+# unicodedata and against the browser's own Unicode properties.
 _INVISIBLE = re.compile(
     r"[\x00-\x08\x0e-\x1f\x7f-\x9f"  # Cc
     r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
     r"\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
-    r"\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"  # Cf
-    r"\ufe00-\ufe0f\U000e0100-\U000e01ef]"  # variation selectors
+    r"\U0001d173-\U0001d17a"  # Cf
+    r"\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2065\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8"
+    r"\U000e0000-\U000e0fff]"  # default-ignorable: fillers, variation selectors, tags
 )
 _OPENING, _CLOSING = "「『（【〈《", "」』）】〉》"
 # Where a too-long sentence is best cut: after a clause mark (a half-width one only before a space, so 1,000 stays

@@ -1,6 +1,9 @@
-"""Convert a model folder saved by hf-tiny-transformer 0.1 to the current parameter layout, in place.
+"""Bring a saved model folder up to this version, in place: the parameter layout of hf-tiny-transformer 0.1 converted,
+and the code files a folder carries (its remote code: the model, the pipeline, the text handling) replaced by this
+version's, so that the folder translates as the package does (invisible characters removed, for one).
 
     upgrade_folder("runs/en-ja/hub", *read_weights("runs/en-ja/hub"))    # the command: tiny-transformer upgrade FOLDER
+    refresh_code_files("runs/en-ja/hub")
 
 Version 0.1 projected keys and values with one matrix (`kv_proj`, W^K and W^V side by side) and, from one commit
 on, stored every projection as (in, out) (transformers' `Conv1D`). The current layout (0.2) is the one of
@@ -17,7 +20,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from .errors import UsageError, first_line
-from .saving import replaced_file
+from .saving import replaced_file, write_atomically
 
 PROJECTIONS = ("q_proj", "kv_proj", "out_proj", "fc1", "fc2")
 
@@ -63,4 +66,17 @@ def upgrade_folder(folder: str | Path, state_dict: dict[str, torch.Tensor], meta
     return True
 
 
-__all__ = ["upgrade_state_dict", "read_weights", "upgrade_folder"]
+def refresh_code_files(folder: str | Path) -> list[str]:
+    """Replace the package's code files that `folder` carries (`*_tiny_transformer.py`, which save_pretrained copied
+    there) by this version's, each all or nothing; the names of those that changed."""
+    package = Path(__file__).parent
+    changed = []
+    for saved in sorted(Path(folder).glob("*_tiny_transformer.py")):
+        current = package / saved.name
+        if current.is_file() and saved.read_bytes() != current.read_bytes():
+            write_atomically(saved, current.read_bytes())
+            changed.append(saved.name)
+    return changed
+
+
+__all__ = ["upgrade_state_dict", "read_weights", "upgrade_folder", "refresh_code_files"]

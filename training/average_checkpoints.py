@@ -19,7 +19,7 @@ if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
 
 from hf_tiny_transformer.commands.flags import trust_remote_code_argument
-from hf_tiny_transformer.commands.output_guard import check_output
+from hf_tiny_transformer.commands.output_guard import PACKAGE_OUTPUTS, check_output
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, about, at_least, first_line
 from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.saving import staged_folder
@@ -39,7 +39,14 @@ def parse_args(argv=None):
         raise UsageError("pass --run_dir (with --last) or --checkpoints, one of them")
     at_least("--last", args.last, 2)
     args.folders = checkpoint_folders(args)
-    check_output(args.output_dir, kind="folder", flag="--output_dir", inputs=args.folders, overwrite=args.overwrite)
+    check_output(
+        args.output_dir,
+        kind="folder",
+        flag="--output_dir",
+        inputs=args.folders,
+        overwrite=args.overwrite,
+        replaces=PACKAGE_OUTPUTS,
+    )
     return args
 
 

@@ -19,7 +19,7 @@ from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
 if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
 
-from hf_tiny_transformer.commands.output_guard import check_output
+from hf_tiny_transformer.commands.output_guard import PACKAGE_OUTPUTS, check_output
 from hf_tiny_transformer.data.files import read_aligned
 from hf_tiny_transformer.errors import ArgumentParser, UsageError
 from hf_tiny_transformer.saving import staged_folder
@@ -38,7 +38,9 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         raise UsageError("git is not installed; install it (Debian, Ubuntu: apt-get install git)")
-    check_output(args.output_dir, kind="folder", flag="--output_dir", overwrite=args.overwrite)
+    check_output(
+        args.output_dir, kind="folder", flag="--output_dir", overwrite=args.overwrite, replaces=PACKAGE_OUTPUTS
+    )
     output_dir = Path(args.output_dir)
     if not args.overwrite and output_dir.is_dir() and any(output_dir.iterdir()):
         raise UsageError(f"--output_dir {output_dir} is not empty; pass --overwrite to fetch the corpus again")

@@ -5,8 +5,9 @@
 // that a cut never falls inside an emoji.
 
 // Characters that change what a text means without showing: format characters (zero-width space and joiners, bidi
-// controls, a byte order mark, tags), variation selectors, and control characters other than the whitespace ones.
-const INVISIBLE = /[\p{Cf}\u{FE00}-\u{FE0F}\u{E0100}-\u{E01EF}]|(?![\t\n\v\f\r])\p{Cc}/gu;
+// controls, a byte order mark, tags), the default-ignorable code points (fillers, variation selectors), and control
+// characters other than the whitespace ones.
+const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}]|(?![\t\n\v\f\r])\p{Cc}/gu;
 const OPENING = '「『（【〈《';
 const CLOSING = '」』）】〉》';
 // Where a too-long sentence is best cut: after a clause mark (a half-width one only before a space, so 1,000 stays

@@ -30,12 +30,18 @@ def check_servable(folder: Path):
     """A UsageError in one line, before anything is written, where the page could not serve `folder`: the export's
     own check (serving.onnx.check_onnx_export), and the files the page reads that the translator does not."""
     from ..serving.browser import MODEL_FILES
-    from ..serving.files import check_files
-    from ..serving.onnx import check_onnx_export
+    from ..serving.files import check_files, export_kind
+    from ..serving.onnx import check_onnx_export, check_page_config
 
+    if folder.is_dir() and export_kind(folder) == "ctranslate2":
+        raise UsageError(
+            f"--model {folder} is a CTranslate2 export; the page runs ONNX graphs: export the model with "
+            "tiny-transformer export-onnx and pass that folder"
+        )
     try:
         check_onnx_export(folder)
         check_files(folder, MODEL_FILES, "onnx")
+        check_page_config(folder)
     except (ImportError, ValueError) as error:
         raise UsageError(f"--model {folder}: {first_line(error)}") from None
 

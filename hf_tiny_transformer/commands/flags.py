@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ..errors import UsageError, about, first_line
-from .output_guard import check_output
+from .output_guard import PACKAGE_OUTPUTS, check_output
 
 
 def engine_arguments(parser: argparse.ArgumentParser):
@@ -115,8 +115,15 @@ def export_arguments(parser: argparse.ArgumentParser, argv, quantizations: Itera
 
 def check_output_folder(args) -> None:
     """--output_dir checked against --model and --overwrite before any work: a folder that holds anything is
-    replaced only with --overwrite."""
-    check_output(args.output_dir, kind="folder", flag="--output_dir", inputs=(args.model,), overwrite=args.overwrite)
+    replaced only with --overwrite, and only where it holds nothing but what the package writes."""
+    check_output(
+        args.output_dir,
+        kind="folder",
+        flag="--output_dir",
+        inputs=(args.model,),
+        overwrite=args.overwrite,
+        replaces=PACKAGE_OUTPUTS,
+    )
     output_dir = Path(args.output_dir)
     if not args.overwrite and output_dir.is_dir() and any(output_dir.iterdir()):
         raise UsageError(

@@ -9,13 +9,21 @@ import contextvars
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Literal
 
 from ..errors import UsageError
 
 CHECKPOINT = re.compile(r"checkpoint-\d+")
+# What the package's folder writers write at a folder's top level (a model or Hub folder, the ONNX and CTranslate2
+# exports, the browser page, the corpus): a folder of only these may be replaced by any of them.
+PACKAGE_OUTPUTS = (
+    "config.json", "generation_config.json", "model*.safetensors*", "*_tiny_transformer.py", "tokenizer.json",
+    "tokenizer_config.json", "special_tokens_map.json", "README.md", "hf_tiny_transformer.json", "onnx", "model.bin",
+    "shared_vocabulary.json", "index.html", "translate.js", "text.js", "vendor", "model", "*.en", "*.ja",
+)  # fmt: skip
 StrPath = str | os.PathLike
 # The outputs the running command has checked, `--flag path` each: what a full disk is reported against, since a
 # write's error names no file.
@@ -93,6 +101,21 @@ def _overwrite_problem(path: Path, kind: str, overwrite_fix: str) -> str | None:
     return None
 
 
+def _foreign_problem(path: Path, replaces: Collection[str]) -> str | None:
+    """Whether a folder that --overwrite would replace holds what the writer does not write (a user's notes, a `.git`,
+    a training run's checkpoints): entries whose names match none of the patterns in `replaces`."""
+    if not path.is_dir():
+        return None
+    foreign = sorted(entry.name for entry in path.iterdir() if not any(fnmatch(entry.name, name) for name in replaces))
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:4]) + (" ..." if len(foreign) > 4 else "")
+    return (
+        f" holds what this command does not write ({shown}), which replacing the folder would delete; move it "
+        "elsewhere, or choose another folder"
+    )
+
+
 def _write_problem(path: Path, kind: str) -> str | None:
     """Whether the output cannot be written: its nearest existing folder, or the existing output, is read-only."""
     folder = _nearest_existing(path.absolute().parent)
@@ -111,17 +134,20 @@ def check_output(
     inputs: Iterable[StrPath | None] = (),
     overwrite: bool = False,
     overwrite_fix: str = "pass --overwrite to replace it, or choose another name",
+    replaces: Collection[str] | None = None,
 ) -> Path:
     """Check a command's output path before any work: a UsageError with one line naming `flag`, the problem and the
     fix (`--output_dir runs/x already holds a model or checkpoints; pass --overwrite to replace it, ...`) when the
     path is the wrong kind or in the wrong place, is, holds or lies inside one of `inputs`, already holds a model
-    and `overwrite` is False, or cannot be written. Under run(), a path that passes is what a full disk is reported
-    against."""
+    and `overwrite` is False, or cannot be written. A folder the command replaces whole (`replaces`: the name
+    patterns of what the package's folder writers write, e.g. PACKAGE_OUTPUTS) must hold nothing else. Under run(), a
+    path that passes is what a full disk is reported against."""
     path = Path(path)
     problem = (
         _place_problem(path, kind)
         or _input_problem(path, kind, inputs)
         or (None if overwrite else _overwrite_problem(path, kind, overwrite_fix))
+        or (_foreign_problem(path, replaces) if replaces is not None else None)
         or _write_problem(path, kind)
     )
     if problem:
@@ -131,4 +157,4 @@ def check_output(
     return path
 
 
-__all__ = ["check_output", "recorded_outputs"]
+__all__ = ["check_output", "recorded_outputs", "PACKAGE_OUTPUTS"]

@@ -18,6 +18,7 @@ from ..errors import UsageError, first_line, is_rust_panic
 from .output_guard import recorded_outputs
 
 FULL_DISK = {errno.ENOSPC: "no space is left on its disk", errno.EDQUOT: "your disk quota there is used up"}
+TORCH_WRITE_FAILED = "PytorchStreamWriter failed writing file"  # torch.save's error where the disk is full
 
 
 def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -45,11 +46,9 @@ def _run(main, argv, prog: str, outputs: list[str]) -> int:
     except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to write
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except OSError as error:
-        if error.errno not in FULL_DISK:
-            raise
-        return _failed(prog, _full_disk_problem(error, outputs), 1)
     except BaseException as error:
+        if full := _full_disk(error):
+            return _failed(prog, _full_disk_problem(full, getattr(error, "filename", None), outputs), 1)
         if not is_rust_panic(error):
             raise
         return _failed(prog, _panic_problem(error), 1)
@@ -111,12 +110,24 @@ def _panic_problem(error: BaseException) -> str:
     return f"a Rust library failed ({first_line(error)})"
 
 
-def _full_disk_problem(error: OSError, outputs: list[str]) -> str:
+def _full_disk(error: BaseException) -> str | None:
+    """What a full disk or quota is said to be, where `error` is one: an OSError of its errno, or a library's own
+    error whose message is the system's (safetensors) or a failed write without a reason (torch's checkpoint
+    writer, whose one cause in practice is a full disk)."""
+    if isinstance(error, OSError) and error.errno in FULL_DISK:
+        return FULL_DISK[error.errno]
+    message = str(error)
+    if said := next((said for code, said in FULL_DISK.items() if os.strerror(code) in message), None):
+        return said
+    return "a file could not be written (the disk may be full)" if TORCH_WRITE_FAILED in message else None
+
+
+def _full_disk_problem(full: str, filename: str | None, outputs: list[str]) -> str:
     """A full disk or quota, said of the outputs the command checked, else of the file the error names, else of the
     command's output (standard output, redirected to a file)."""
-    if place := ", ".join(outputs) or error.filename:
-        return f"{place}: {FULL_DISK[error.errno]}; free space there or choose another place"
-    return f"writing its output: {FULL_DISK[error.errno]}; free space there or write the output elsewhere"
+    if place := ", ".join(outputs) or filename:
+        return f"{place}: {full}; free space there or choose another place"
+    return f"writing its output: {full}; free space there or write the output elsewhere"
 
 
 @contextlib.contextmanager

@@ -42,10 +42,10 @@ def encoding_of(start: bytes, what: str) -> Encoding:
     for encoding in BYTE_ORDER_MARKS:
         if start.startswith(encoding.mark):
             return encoding
-    if utf16 := utf16_without_mark(start[:BYTES_LOOKED_AT]):
+    if wide := utf32_without_mark(start[:BYTES_LOOKED_AT]) or utf16_without_mark(start[:BYTES_LOOKED_AT]):
         raise UsageError(
-            f"{what} looks like {utf16} text without a byte-order mark; convert it to UTF-8, e.g. with "
-            f"iconv -f {utf16} -t UTF-8"
+            f"{what} looks like {wide} text without a byte-order mark; convert it to UTF-8, e.g. with "
+            f"iconv -f {wide} -t UTF-8"
         )
     return UTF8
 
@@ -59,6 +59,17 @@ def utf16_without_mark(start: bytes) -> str | None:
     if max(little, big) <= len(pairs) / 2:
         return None
     return "UTF-16LE" if little > big else "UTF-16BE"
+
+
+def utf32_without_mark(start: bytes) -> str | None:
+    """UTF-32LE or UTF-32BE when most groups of four bytes in `start` hold one byte and three NULs, the byte always on
+    the same side, as ASCII written in UTF-32 does; else None."""
+    quads = [start[i : i + 4] for i in range(0, len(start) - 3, 4)]
+    little = sum(1 for quad in quads if quad[0] and not any(quad[1:]))
+    big = sum(1 for quad in quads if quad[3] and not any(quad[:3]))
+    if max(little, big) <= len(quads) / 2:
+        return None
+    return "UTF-32LE" if little > big else "UTF-32BE"
 
 
 def decoded(data: bytes, what: str) -> str:

@@ -270,6 +270,25 @@ class CTranslate2Translator(Translator):
                 f"{folder / CTRANSLATE2_MODEL} did not load in CTranslate2 ({first_line(error)}); "
                 f"{export_again('ctranslate2')}"
             ) from None
+        self.check_positions(folder)
+
+    def check_positions(self, folder: Path):
+        """model.bin's positional table must have the settings' max_position_embeddings rows, no more and no fewer:
+        a source that long is translated, one token longer is refused (a longer source would end in the engine's
+        error mid-translation, a shorter table cut texts into needlessly small pieces)."""
+        token = self.tokenizer.convert_ids_to_tokens(self.tokenizer.eos_token_id)
+        fits = []
+        for length in (self.max_positions, self.max_positions + 1):
+            try:
+                self.translator.translate_batch([[token] * length], beam_size=1, max_decoding_length=1)
+                fits.append(True)
+            except RuntimeError:
+                fits.append(False)
+        if fits != [True, False]:
+            raise ValueError(
+                f"{folder / CTRANSLATE2_MODEL} has positions for {'fewer' if not fits[0] else 'more'} tokens than "
+                f"{SETTINGS_FILE}'s max_position_embeddings ({self.max_positions}); {export_again('ctranslate2')}"
+            )
 
     def translate_ids(self, batch, num_beams=None, length_penalty=None, max_new_tokens=None) -> list[str]:
         tokens = [self.tokenizer.convert_ids_to_tokens(ids) for ids in batch]

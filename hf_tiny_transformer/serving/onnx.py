@@ -117,15 +117,23 @@ def cache_names(prefix: str, layers: int, parts: tuple[str, ...] = ("decoder",))
 def export_graphs(model, folder: Path):
     """The two graphs, traced from a float32 copy of `model` with its eager attention (sdpa's causal flag is a
     Python bool, which tracing cannot follow)."""
+    import logging
     import warnings
 
     model = copy.deepcopy(model).float().eval()
     model.set_attn_implementation("eager")
     (folder / "onnx").mkdir(parents=True)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", module=r"torch\.onnx")  # the exporter's notes on how it named the axes
-        export_encoder(model, folder / f"{ENCODER}.onnx")
-        export_decoder_step(model, folder / f"{DECODER}.onnx")
+    exporter_log = logging.getLogger("torch.onnx")
+    level = exporter_log.level
+    exporter_log.setLevel(logging.ERROR)  # its notes on operators of libraries the model does not use (torchvision)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"torch\.onnx")  # the exporter's notes on how it named the axes
+            warnings.filterwarnings("ignore", message=".*LeafSpec", category=FutureWarning)  # torch's own, internal
+            export_encoder(model, folder / f"{ENCODER}.onnx")
+            export_decoder_step(model, folder / f"{DECODER}.onnx")
+    finally:
+        exporter_log.setLevel(level)
 
 
 def example_source(config) -> tuple[torch.Tensor, torch.Tensor]:
@@ -299,6 +307,26 @@ def check_onnx_export(folder: str | os.PathLike) -> TranslatorFiles:
     return load_translator_files(folder, "onnx", settings)
 
 
+def check_page_config(folder: str | os.PathLike):
+    """The export's config.json, which the browser page (transformers.js) reads for the graphs' sizes, against the
+    settings file the graphs were checked with: a ValueError naming the field and the fix where they differ."""
+    folder = Path(folder)
+    expected = transformers_js_config(
+        settings_config(folder, read_settings(folder, "onnx", ("config", "quantization")))
+    )
+    path = folder / "config.json"
+    with errors_naming(path, "is not valid JSON", "onnx"):
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path} is not a JSON object; {export_again('onnx')}")
+    for name, value in expected.items():
+        if saved.get(name) != value:
+            raise ValueError(
+                f"{path}'s {name} is {saved.get(name)!r}, but the graphs' is {value!r} ({SETTINGS_FILE}); "
+                f"{export_again('onnx')}"
+            )
+
+
 def settings_config(folder: Path, settings: dict) -> TinyTransformerConfig:
     """The model's config in the settings, checked as the library checks a config, and the quantization beside it."""
     path = folder / SETTINGS_FILE
@@ -328,6 +356,8 @@ def check_graph(path: Path, config: TinyTransformerConfig):
     onnx, _ = onnx_packages()
     with errors_naming(path, "is not a whole ONNX file", "onnx"):
         graph = onnx.load(str(path), load_external_data=False).graph
+    if not graph.node:  # an empty file parses as a model without a graph
+        raise ValueError(f"{path} is not a whole ONNX file (it holds no graph); {export_again('onnx')}")
     shapes = {value.name: dims(value) for value in (*graph.input, *graph.output)}
     width = (shapes.get("last_hidden_state") or shapes.get("encoder_hidden_states") or [None])[-1]
     compare(path, "computes d_model {}", width, "d_model", config.d_model)
@@ -421,4 +451,4 @@ class OnnxTranslator(TransformersTranslator):
         super().__init__(model, tokenizer)
 
 
-__all__ = ["export_onnx", "check_onnx_export", "OnnxTranslator", "OnnxSeq2SeqLM"]
+__all__ = ["export_onnx", "check_onnx_export", "check_page_config", "OnnxTranslator", "OnnxSeq2SeqLM"]

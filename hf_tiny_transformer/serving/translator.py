@@ -143,7 +143,7 @@ class Translator:
         results = translate_in_pieces(
             texts_of(texts),
             translate_pieces,
-            lambda text: len(self.tokenizer(text)["input_ids"]),
+            lambda text: len(self.tokenizer(text, verbose=False)["input_ids"]),  # counted: no length warning
             self.max_positions,
             source_lang=getattr(config, "source_lang", None),
             target_lang=getattr(config, "target_lang", None),
@@ -192,7 +192,7 @@ class TransformersTranslator(Translator):
 
     def plan(self, text: str) -> list:
         """The pieces (text_tiny_transformer.segments) this translator cuts one text into, as `stream` does."""
-        count = lambda piece: len(self.tokenizer(piece)["input_ids"])  # noqa: E731
+        count = lambda piece: len(self.tokenizer(piece, verbose=False)["input_ids"])  # noqa: E731
         source_lang = getattr(self.generation_config, "source_lang", None) or guess_language(text)
         return segments(text, source_lang, count, self.max_positions)
 

@@ -90,22 +90,55 @@ def check_same_model(folders: list[str | Path]):
             raise ValueError(f"{folders[0]} and {folder} {difference}; average checkpoints of one run")
 
 
+# Below this cosine similarity of their weights, two checkpoints are not of one run (independent runs are near 0,
+# the checkpoints of one run near 1): their average would be noise.
+LEAST_SIMILARITY = 0.5
+
+
+def similarity(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> float:
+    """The cosine similarity of two checkpoints' weight matrices, all of them as one vector (LayerNorm's weights,
+    which start at 1 in every run, and the biases left out)."""
+    names = [name for name, tensor in first.items() if tensor.dim() == 2]
+    dot = sum(float((first[name] * second[name]).sum()) for name in names)
+    norms = [sum(float(weights[name].square().sum()) for name in names) for weights in (first, second)]
+    return dot / math.sqrt(norms[0] * norms[1]) if all(norms) else 1.0
+
+
+def check_averageable(folders: list, first: dict[str, torch.Tensor], index: int, weights: dict[str, torch.Tensor]):
+    """A ValueError where checkpoint `index` holds the first's weights exactly (a copy averages nothing), or weights
+    too far from them to be of the same run."""
+    if all(torch.equal(first[name], weights[name]) for name in first):
+        raise ValueError(f"{folders[0]} and {folders[index]} hold the same weights; average different checkpoints")
+    cosine = similarity(first, weights)
+    if cosine < LEAST_SIMILARITY:
+        raise ValueError(
+            f"{folders[0]} and {folders[index]} are checkpoints of different runs (the cosine similarity of their "
+            f"weights is {cosine:.2f}), whose average would be noise; average checkpoints of one run"
+        )
+
+
+def read_weights(folder: str | Path) -> dict[str, torch.Tensor]:
+    """The weights of a folder's model.safetensors."""
+    with safe_open(Path(folder) / "model.safetensors", framework="pt") as weights:
+        return {name: weights.get_tensor(name) for name in weights.keys()}
+
+
 def average_checkpoints(folders: list[str | Path]) -> dict[str, torch.Tensor]:
     """The element-wise mean of the weights in each folder's model.safetensors, accumulated in float64 and
-    returned in the weights' own dtype; the folders must be checkpoints of one model (check_same_model) and hold
-    the same names and shapes."""
+    returned in the weights' own dtype; the folders must be checkpoints of one model (check_same_model) and of one
+    run (check_averageable), and hold the same names and shapes."""
     check_same_model(folders)
-    total: dict[str, torch.Tensor] = {}
-    dtypes: dict[str, torch.dtype] = {}
-    for folder in folders:
-        with safe_open(Path(folder) / "model.safetensors", framework="pt") as weights:
-            names = set(weights.keys())
-            if total and names != set(total):
-                raise ValueError(f"{folder} holds other weights than {folders[0]}: {sorted(names ^ set(total))[:5]}")
-            for name in names:
-                tensor = weights.get_tensor(name)
-                dtypes[name] = tensor.dtype
-                total[name] = total[name] + tensor.double() if name in total else tensor.double()
+    first = {name: tensor.double() for name, tensor in read_weights(folders[0]).items()}
+    dtypes = {name: tensor.dtype for name, tensor in read_weights(folders[0]).items()}
+    total = {name: tensor.clone() for name, tensor in first.items()}
+    for index, folder in enumerate(folders[1:], start=1):
+        weights = {name: tensor.double() for name, tensor in read_weights(folder).items()}
+        if set(weights) != set(first) or any(weights[name].shape != first[name].shape for name in first):
+            different = sorted(set(weights) ^ set(first)) or [n for n in first if weights[n].shape != first[n].shape]
+            raise ValueError(f"{folder} holds other weights than {folders[0]}: {different[:5]}")
+        check_averageable(folders, first, index, weights)
+        for name, tensor in weights.items():
+            total[name] += tensor
     return {name: (tensor / len(folders)).to(dtypes[name]) for name, tensor in total.items()}
 
 
@@ -167,7 +200,10 @@ def resume_checkpoint(value: str, run_dir: str | Path) -> Path:
     if value.lower() in ("true", "last"):
         checkpoint = last_complete_checkpoint(run_dir)
         if checkpoint is None:
-            raise UsageError(f"--resume_from_checkpoint {value}: no complete checkpoint in {run_dir}")
+            raise UsageError(
+                f"--resume_from_checkpoint {value}: no complete checkpoint in {run_dir}; start anew with "
+                "--overwrite_output_dir"
+            )
         return checkpoint
     if not is_complete_checkpoint(value):
         raise UsageError(

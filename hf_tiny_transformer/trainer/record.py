@@ -98,11 +98,17 @@ def describe_data(data_args) -> str:
 
 
 def save_run(model, tokenizer, model_args, data_args, training_args, metrics: dict, card_only: bool = False):
-    """`{output_dir}/hub` and `{output_dir}/metrics.json`; with card_only, the test scores into the card written
-    before (its metrics block only)."""
+    """`{output_dir}/hub` and then `{output_dir}/metrics.json` (a kill between the two leaves the earlier run's pair,
+    or the new model with the earlier metrics, never the new metrics beside the earlier model); with card_only, the
+    test scores into the card written before (its metrics block only)."""
     output_dir = Path(training_args.output_dir)
-    folder = output_dir / "hub"
+    save_hub(model, tokenizer, model_args, data_args, training_args, metrics, card_only)
     write_atomically(output_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+
+
+def save_hub(model, tokenizer, model_args, data_args, training_args, metrics: dict, card_only: bool):
+    """The run's `hub` folder: the model with its card, or the card's metrics block only."""
+    folder = Path(training_args.output_dir) / "hub"
     test_scores = {key.removeprefix("test_"): value for key, value in metrics.items() if key.startswith("test_")}
     if card_only:
         if (folder / "README.md").is_file():
