@@ -45,7 +45,9 @@ from hf_tiny_transformer.serving.translator import TransformersTranslator
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     scoring_arguments(parser, "its --split holds the sources and references")
-    parser.add_argument("--split", default="test", choices=["train", "dev", "test"], help="with --corpus_dir")
+    parser.add_argument(
+        "--split", default="test", help="with --corpus_dir: train, dev, test, or another split it holds (e.g. unseen)"
+    )
     parser.add_argument(
         "--pair", nargs=2, action="append", required=True, metavar=("BASELINE", "SYSTEM"),
         help="two saved model folders (e.g. runs/x/hub); repeat for more pairs (seeds)",

@@ -45,7 +45,9 @@ def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="saved model folder (e.g. runs/en-ja/hub) or Hub id")
     scoring_arguments(parser, "its --split is translated")
-    parser.add_argument("--split", default="test", choices=["train", "dev", "test"], help="with --corpus_dir")
+    parser.add_argument(
+        "--split", default="test", help="with --corpus_dir: train, dev, test, or another split it holds (e.g. unseen)"
+    )
     parser.add_argument("--output_file", help="where to write the translations, one per line")
     decoding_arguments(parser, "sentences translated together")
     parser.add_argument(
