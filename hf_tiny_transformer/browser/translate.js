@@ -35,19 +35,34 @@ async function json(path) {
   return response.json();
 }
 
+/** transformers.js's suffix of the graphs' file names for `dtype`. */
+function graphSuffix(dtype) {
+  return { fp32: '', q8: '_quantized' }[dtype] ?? `_${dtype}`;
+}
+
+/** The embedding table both graphs read (onnx/embeddings*.onnx_data, where the export stores it once), fetched once
+ *  and handed to both sessions; none for an export that keeps a copy in each graph. */
+async function sharedEmbeddings(dtype) {
+  const name = `embeddings${graphSuffix(dtype)}.onnx_data`;
+  const response = await env.fetch(`./model/onnx/${name}`);
+  if (!response.ok) return {};
+  return { session_options: { externalData: [{ path: name, data: new Uint8Array(await response.arrayBuffer()) }] } };
+}
+
 /** The model, its tokenizer and settings, and the seconds they took to load. */
 async function loadModel(dtype) {
   const started = performance.now();
   const [settings, config] = await Promise.all([json('./model/generation_config.json'), json('./model/config.json')]);
   const tokenizer = await AutoTokenizer.from_pretrained('model');
-  const model = await AutoModelForSeq2SeqLM.from_pretrained('model', { dtype, device: 'wasm' });
+  const options = { dtype, device: 'wasm', ...(await sharedEmbeddings(dtype)) };
+  const model = await AutoModelForSeq2SeqLM.from_pretrained('model', options);
   return { settings, config, tokenizer, model, seconds: (performance.now() - started) / 1000 };
 }
 
 /** What is wrong with the model's files: the first one missing, not JSON, or not a whole ONNX file; null when each
  *  looks whole. The graphs are those transformers.js loads for `dtype`. */
 async function modelFileProblem(dtype) {
-  const suffix = { fp32: '', q8: '_quantized' }[dtype] ?? `_${dtype}`; // transformers.js's file names
+  const suffix = graphSuffix(dtype);
   const paths = [...MODEL_FILES, ...GRAPHS.map((graph) => `onnx/${graph}${suffix}.onnx`)].map((name) => `model/${name}`);
   for (const path of paths) {
     const response = await env.fetch(path);

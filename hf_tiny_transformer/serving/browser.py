@@ -68,7 +68,7 @@ def write_browser_page(export_folder: str | Path, output_dir: str | Path) -> Pat
         (staging / "model" / "onnx").mkdir(parents=True)
         for name in MODEL_FILES:
             shutil.copy(export_folder / name, staging / "model" / name)
-        for graph in sorted((export_folder / "onnx").glob("*.onnx")):
+        for graph in sorted((export_folder / "onnx").glob("*.onnx*")):  # the graphs, and the table they share
             shutil.copy(graph, staging / "model" / "onnx" / graph.name)
         header = "\n".join(f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in SPACE_HEADER.items())
         about = ("A page that translates in the browser with an encoder-decoder Transformer (hf-tiny-transformer), "

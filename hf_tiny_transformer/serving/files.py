@@ -25,6 +25,7 @@ CTRANSLATE2_MODEL = "model.bin"  # CTranslate2's weights
 # the ONNX graphs, laid out as transformers.js and Optimum lay out an encoder-decoder (+ ".onnx")
 ENCODER, DECODER = "onnx/encoder_model", "onnx/decoder_model_merged"
 QUANTIZED = "_quantized"  # transformers.js's name for the int8 variant of a graph
+EMBEDDINGS = "embeddings"  # onnx/embeddings[_quantized].onnx_data: the embedding table both graphs read
 # what every export holds for its translator besides the engine's files: the tokenizer and the decoding settings
 TRANSLATOR_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json")
 KINDS = {"onnx": "an ONNX", "ctranslate2": "a CTranslate2"}  # the settings file's `format` -> an export of it
@@ -163,6 +164,7 @@ def interrupted(error: BaseException) -> bool:
 
 
 __all__ = [
+    "EMBEDDINGS",
     "SETTINGS_FILE",
     "CTRANSLATE2_MODEL",
     "ENCODER",

@@ -38,6 +38,7 @@ from ..configuration_tiny_transformer import TinyTransformerConfig
 from ..saving import staged_folder
 from .files import (
     DECODER,
+    EMBEDDINGS,
     ENCODER,
     QUANTIZED,
     SETTINGS_FILE,
@@ -196,6 +197,39 @@ def quantize_graphs(folder: Path):
         root.setLevel(level)
 
 
+def share_embedding_table(folder: Path, config, suffix: str = ""):
+    """Store the tied embedding table once: both graphs hold it (the encoder for its input, the decoder for its
+    input and its output projection, as a float32 table or, in the `_quantized` pair, an int8 one), so the (V, D)
+    tensor the two hold with the same values moves into `onnx/embeddings{suffix}.onnx_data`, which both then
+    reference. onnxruntime reads it beside the graphs; the page hands it to both sessions (translate.js)."""
+    import numpy
+    from onnx import TensorProto, external_data_helper, numpy_helper
+
+    onnx, _ = onnx_packages()
+    paths = [folder / f"{graph}{suffix}.onnx" for graph in (ENCODER, DECODER)]
+    graphs = [onnx.load(str(path)) for path in paths]
+    table = [config.vocab_size, config.d_model]
+    tables = [[tensor for tensor in graph.graph.initializer if list(tensor.dims) == table] for graph in graphs]
+    encoder_tables = {numpy_helper.to_array(tensor).tobytes(): tensor for tensor in tables[0]}
+    shared = [
+        (encoder_tables[data], tensor)
+        for tensor in tables[1]
+        if (data := numpy_helper.to_array(tensor).tobytes()) in encoder_tables
+    ]
+    location = f"{EMBEDDINGS}{suffix}.onnx_data"
+    with open(folder / "onnx" / location, "wb") as data_file:
+        for pair in shared:
+            data = numpy.ascontiguousarray(numpy_helper.to_array(pair[0])).tobytes()
+            offset = data_file.tell()
+            data_file.write(data)
+            for tensor in pair:
+                external_data_helper.set_external_data(tensor, location, offset, len(data))
+                tensor.ClearField("raw_data")
+                tensor.data_location = TensorProto.EXTERNAL
+    for graph, path in zip(graphs, paths):
+        onnx.save_model(graph, str(path))
+
+
 def transformers_js_config(config) -> dict:
     """config.json for transformers.js: the architecture under the name it knows (marian), with our sizes."""
     fields = {name: getattr(config, name) for name in MARIAN_FIELDS}
@@ -221,6 +255,8 @@ def export_onnx(model, tokenizer, output_dir: str | os.PathLike, quantization: s
         export_graphs(model, staging)
         if quantization == "int8":
             quantize_graphs(staging)
+            share_embedding_table(staging, config, QUANTIZED)
+        share_embedding_table(staging, config)
         tokenizer.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
         (staging / "config.json").write_text(json.dumps(transformers_js_config(config), indent=2) + "\n")
@@ -358,6 +394,7 @@ def check_graph(path: Path, config: TinyTransformerConfig):
         graph = onnx.load(str(path), load_external_data=False).graph
     if not graph.node:  # an empty file parses as a model without a graph
         raise ValueError(f"{path} is not a whole ONNX file (it holds no graph); {export_again('onnx')}")
+    check_external_data(path, graph)
     shapes = {value.name: dims(value) for value in (*graph.input, *graph.output)}
     width = (shapes.get("last_hidden_state") or shapes.get("encoder_hidden_states") or [None])[-1]
     compare(path, "computes d_model {}", width, "d_model", config.d_model)
@@ -374,6 +411,22 @@ def check_graph(path: Path, config: TinyTransformerConfig):
             config.max_position_embeddings)  # fmt: skip
 
 
+def check_external_data(path: Path, graph):
+    """The files a graph's tensors are stored in beside it (the shared embedding table), present and long enough."""
+    from onnx import TensorProto
+
+    for tensor in graph.initializer:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        data_file = path.parent / info.get("location", "")
+        end = int(info.get("offset", 0)) + int(info.get("length", 0))
+        if not data_file.is_file():
+            raise ValueError(f"{data_file}, which {path.name} reads, is missing; {export_again('onnx')}")
+        if data_file.stat().st_size < end:
+            raise ValueError(f"{data_file} is cut short (shorter than {path.name} reads); {export_again('onnx')}")
+
+
 def dims(value) -> list[int | None]:
     """The sizes of a graph input's or output's axes, None for a symbolic one (batch, lengths)."""
     return [axis.dim_value if axis.HasField("dim_value") else None for axis in value.type.tensor_type.shape.dim]
@@ -388,6 +441,8 @@ def positional_rows(graph, d_model: int) -> int | None:
 
     position_zero = (np.arange(d_model) % 2).astype(np.float32)
     for tensor in graph.initializer:
+        if tensor.data_location == TensorProto.EXTERNAL:  # the shared embedding table
+            continue
         if tensor.data_type == TensorProto.FLOAT and list(tensor.dims[1:]) == [d_model] and len(tensor.dims) == 2:
             if np.array_equal(numpy_helper.to_array(tensor)[0], position_zero):
                 return tensor.dims[0]
