@@ -28,7 +28,7 @@ INT8_FLAGS = (("amx_int8", "AMX"), ("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni",
 NO_BF16 = "the CPU has no bfloat16 instructions (no avx512_bf16 or amx_bf16); bf16 would be emulated and slower"
 NO_INT8 = "the CPU shows no AVX2, VNNI or AMX; int8 was measured faster only there"
 NOTABLE_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
-# CTranslate2 compute types on CUDA, fastest first (int8_float16 led CTranslate2's T4 benchmark, within 0.2 BLEU).
+# CTranslate2 compute types on CUDA, fastest first (CTranslate2's own GPU benchmark puts int8_float16 first).
 CUDA_COMPUTE_TYPES = ("int8_float16", "float16", "int8_float32", "float32")
 PRECISIONS = {"auto": "auto", "bf16": "bf16", "bfloat16": "bf16", "fp32": "fp32", "float32": "fp32"}
 

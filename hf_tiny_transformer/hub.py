@@ -129,7 +129,7 @@ def save_for_hub(
     space_folder: str | Path | None = None,
 ) -> Path:
     """Save model, code files, tokenizer and model card into `folder`, ready to upload as it is; with
-    `space_folder`, also a Hub Space there: the demo page (`hf_tiny_transformer.app.page`) with this model."""
+    `space_folder`, also a Hub Space there: the app (`hf_tiny_transformer.app.page`) with this model."""
     folder = Path(folder)
     with staged_folder(folder, keep=GIT_CLONE) as staging:  # nothing in `folder` changes until every file is written
         save_model_and_tokenizer(model, tokenizer, staging)
@@ -147,7 +147,7 @@ def save_model_and_tokenizer(model, tokenizer, folder: Path):
     tokenizer.save_pretrained(folder)
 
 
-SPACE_APP = '''"""The demo page of the model in this folder: `tiny-transformer app`."""
+SPACE_APP = '''"""The app of the model in this folder: `tiny-transformer app`."""
 
 import sys
 

@@ -14,7 +14,7 @@ Differences from the paper (also listed in model_card.md):
    LayerNorm weight 1 and bias 0. The padding row of the embedding starts at 0; the embedding lookup gives it no
    gradient, but the tied output projection does (it learns that padding is never the next token).
 4. The sinusoidal table covers `max_position_embeddings` positions; the model rejects longer inputs, and the
-   package's translators (pipeline, commands, demo page) translate any text sentence by sentence.
+   package's translators (pipeline, commands, the app) translate any text sentence by sentence.
 5. Decoding starts from `decoder_start_token_id` (`<s>`); the paper does not say which start symbol it uses.
 6. The model's loss is plain cross-entropy, summed over target tokens and divided by their number (exact under
    gradient accumulation); the paper's label smoothing (section 5.4) belongs to training and is applied there

@@ -1,1 +1,1 @@
-"""The demo page (a Gradio app) and the pictures of the model's attention and positional encoding."""
+"""The page of `tiny-transformer app` (Gradio) and the pictures of the model's attention and positional encoding."""

@@ -1,9 +1,9 @@
-"""The demo page: a Gradio app that translates a typed sentence and shows, for that sentence, the attention of every
+"""The app: a Gradio page that translates a typed sentence and shows, for that sentence, the attention of every
 layer and head and the positional encoding (the pictures of `visualization`), in the Hub Spaces convention.
 
     app = build_app(model, tokenizer)          # the page; `tiny-transformer app` serves it (commands/app.py)
     tiny-transformer app --model runs/demo/hub                                   # http://127.0.0.1:7860
-    tiny-transformer app --model runs/demo/hub --screenshot docs/demo_app.png    # page -> PNG, exit
+    tiny-transformer app --model runs/demo/hub --screenshot docs/app.png    # page -> PNG, exit
 
 Needs the `[app]` extra (gradio; the pictures need `[viz]`). `save_for_hub(..., space_folder=...)` writes a folder to
 upload as a Hub Space that runs this app on the model saved with it. `--screenshot` drives the page in headless
@@ -40,7 +40,7 @@ def gradio():
     try:
         import gradio
     except ImportError as error:
-        raise ImportError("The demo page needs gradio: pip install 'hf-tiny-transformer[app,viz]'.") from error
+        raise ImportError("The app needs gradio: pip install 'hf-tiny-transformer[app,viz]'.") from error
     return gradio
 
 

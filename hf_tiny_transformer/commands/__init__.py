@@ -4,7 +4,7 @@
     tiny-transformer translate --model runs/en-ja/hub "I like green tea."
     tiny-transformer translate --help
 
-Each subcommand is a module here with `main(argv)`, imported only when it runs (the demo page's gradio is not
+Each subcommand is a module here with `main(argv)`, imported only when it runs (the app's gradio is not
 imported to translate). Making a model is not here: it is `training/` in a clone (train.py and its recipes).
 """
 
@@ -22,7 +22,7 @@ COMMANDS = {
     "browser-page": "write the page that translates in the browser, offline, for an ONNX export",
     "push-to-hub": "upload a folder saved for the Hub (model, code, tokenizer, model card)",
     "visualize": "pictures of the positional encoding and every attention head for one sentence",
-    "app": "the demo page: translation and attention pictures in the browser (gradio)",
+    "app": "a page for a model: translation and attention pictures in the browser (gradio)",
     "upgrade": "convert model folders of the 0.1 parameter layout to the current one, in place",
 }
 

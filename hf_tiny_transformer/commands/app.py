@@ -1,8 +1,8 @@
-"""The demo page (hf_tiny_transformer.app.page) for a saved model: translation, and the attention of every layer and
+"""The app (hf_tiny_transformer.app.page) for a saved model: translation, and the attention of every layer and
 head and the positional encoding for the sentence translated.
 
     tiny-transformer app --model runs/demo/hub                                   # http://127.0.0.1:7860
-    tiny-transformer app --model runs/demo/hub --screenshot docs/demo_app.png    # the page in use -> PNG, then exit
+    tiny-transformer app --model runs/demo/hub --screenshot docs/app.png    # the page in use -> PNG, then exit
 
 Needs the [app] extra (gradio; the pictures need [viz]). --screenshot drives the page in headless Chromium
 (Debian's chromium and chromium-driver, and selenium). MODEL, GRADIO_SERVER_NAME and GRADIO_SERVER_PORT give the

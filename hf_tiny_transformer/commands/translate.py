@@ -26,7 +26,7 @@ def parse_args(argv=None):
     parser = ArgumentParser(prog="tiny-transformer translate", description=__doc__.split("\n\n")[0])
     parser.add_argument("text", nargs="*", help="texts to translate; none: read lines from standard input")
     parser.add_argument(
-        "--model", required=True, help="a saved model folder (or, with --engine ctranslate2, an export)"
+        "--model", required=True, help="a saved model folder (or, with --engine ctranslate2 or onnx, its export)"
     )
     decoding_arguments(parser, "lines translated together from a file or pipe")
     parser.add_argument(

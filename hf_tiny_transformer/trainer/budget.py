@@ -2,7 +2,7 @@
 
     TimeBudget(deadline=start + 30 * 60, reserve_s=30, save_steps=100)   # a TrainerCallback
 
-Machines differ by 2x even in float32, so a fixed step count wastes a fast machine's budget or overruns a slow
+Machines differ in speed, even in float32, so a fixed step count wastes a fast machine's budget or overruns a slow
 one's. As in the "cramming" line of work (a fixed compute budget, the schedule in fractions of it), the callback
 times the steps of the first `probe` share of the budget (at least `min_steps` steps, the first `skip` left out as
 warm-up), then sets `max_steps` to what the rest of the budget holds, in whole checkpoint intervals, and rebuilds

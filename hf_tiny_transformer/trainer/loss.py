@@ -4,11 +4,10 @@
     loss = output_layer_label_smoothed_cross_entropy(hidden, lm_head.weight, labels, 0.1, torch.bfloat16, n)
 
 From the logits: one fused autograd function that keeps a single float32 logits-sized buffer (the softmax, then the
-gradient) where torch's cross_entropy with label_smoothing keeps its log-softmax and a gradient: a float32 training
-step 1.18-1.20x as fast as MarianMTModel's with Trainer's label smoother, at 0.81x its peak memory
-(speed_vs_marian.py on this project's AMD CPU; benchmarks/label_smoothing.py times the loss alone:
-benchmarks/README.md). From the decoder's output and the output projection: the same loss, the logits made block by
-block in the run's precision and never kept, for a model that makes none itself (`logits_to_keep`).
+gradient) where torch's cross_entropy with label_smoothing keeps its log-softmax and a gradient, which makes a
+training step faster and smaller than with Trainer's label smoother (benchmarks/speed_vs_marian.py measures it). From
+the decoder's output and the output projection: the same loss, the logits made block by block in the run's precision
+and never kept, for a model that makes none itself (`logits_to_keep`).
 `LabelSmoothing` is TranslationTrainer's (and the precision trial's) choice between the two.
 """
 
