@@ -1,15 +1,18 @@
 """Translation speed of every engine of the translator interface, and of transformers' MarianMTModel, on a saved
-model's test sentences: the path users get (`load_translator(...).translate(...)`, greedy).
+model's test sentences: the path users get (`load_translator(...).translate(...)`, greedy), and each engine's own call
+on the same token ids (what the translator adds: sentence splitting, batches by length, casing).
 
     python benchmarks/engines.py --model runs/demo/hub --source_file runs/demo/data/test.en [--rounds 5]
 
 The engines: transformers (the model as it is), onnxruntime float32 and int8 (an `export_onnx` folder), CTranslate2
 float32 and int8 (an `export_ctranslate2` folder), and MarianMTModel in transformers (the exact conversion,
 hf_tiny_transformer.marian.to_marian). Workloads: batch 1 (the first 32 sentences one at a time) and batch 32
-(every sentence). Each round runs every engine once, in turn, after a warm-up round; the table gives the mean
-sentences/s and new tokens/s over the rounds with the 95 % confidence interval of the mean (Student's t), and
-each engine's translations against the model's own (how many sentences differ). Tokens are those of the
-translations, re-tokenized. Writes runs/speed/engines.json.
+(every sentence). The bare calls: transformers' and onnxruntime's generate() (OnnxSeq2SeqLM) and CTranslate2's
+translate_batch on the sentences' token ids, in their order, as many at once as the workload's batch, each allowed as
+many new tokens as the translator allows. Each round runs every engine once, in turn, after a warm-up round; the table
+gives the mean sentences/s and new tokens/s over the rounds with the 95 % confidence interval of the mean (Student's
+t), each engine's translations against the model's own (how many sentences differ), and translator / bare call.
+Tokens are those of the translations, re-tokenized. Writes runs/speed/engines.json.
 """
 
 import argparse
@@ -34,7 +37,7 @@ from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
 from hf_tiny_transformer.serving.engines import load_translator
 from hf_tiny_transformer.serving.onnx import export_onnx
-from hf_tiny_transformer.serving.translator import TransformersTranslator
+from hf_tiny_transformer.serving.translator import TransformersTranslator, generation_limit
 
 ROOT = Path(__file__).resolve().parents[1]
 T_975 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}  # by sample size
@@ -64,6 +67,30 @@ def interval(values: list[float]) -> tuple[float, float]:
     return mean, T_975.get(len(values), 1.96) * statistics.stdev(values) / math.sqrt(len(values))
 
 
+def bare_call(translator, ids: list[list[int]], batch_size: int):
+    """The engine's own call on `ids` in batches of `batch_size`, in their order, greedy: generate() for
+    transformers and onnxruntime, translate_batch for CTranslate2."""
+    if hasattr(translator, "translator"):  # CTranslate2
+        tokens = [translator.tokenizer.convert_ids_to_tokens(row) for row in ids]
+
+        def call():
+            for start in range(0, len(tokens), batch_size):
+                batch = tokens[start : start + batch_size]
+                limit = generation_limit(max(map(len, batch)), translator.max_positions, None)
+                translator.translator.translate_batch(batch, beam_size=1, max_decoding_length=limit, max_input_length=0)
+
+        return call
+
+    def call():
+        for start in range(0, len(ids), batch_size):
+            inputs = translator.tokenizer.pad({"input_ids": ids[start : start + batch_size]}, return_tensors="pt")
+            limit = generation_limit(inputs["input_ids"].shape[1], translator.max_positions, None)
+            with torch.inference_mode():
+                translator.model.generate(**inputs, max_length=limit + 1, num_beams=1)
+
+    return call
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     model, tokenizer = load_model_folder(args.model)
@@ -83,6 +110,8 @@ def main(argv=None) -> None:
         }
         workloads = {"batch 1": (sentences[:32], 1), "batch 32": (sentences, 32)}
         seconds = {(engine, workload): [] for engine in engines for workload in workloads}
+        bare = {key: [] for key in seconds if not key[0].startswith("Marian")}
+        ids = {workload: tokenizer(texts)["input_ids"] for workload, (texts, _) in workloads.items()}
         outputs = {}
         for round_ in range(args.rounds + 1):  # the first round warms up
             for workload, (texts, batch_size) in workloads.items():
@@ -91,19 +120,34 @@ def main(argv=None) -> None:
                     outputs[engine, workload] = translator.translate(texts, batch_size=batch_size, num_beams=1)
                     if round_:
                         seconds[engine, workload].append(time.perf_counter() - start)
+                    if (engine, workload) in bare:
+                        call = bare_call(translator, ids[workload], batch_size)
+                        start = time.perf_counter()
+                        call()
+                        if round_:
+                            bare[engine, workload].append(time.perf_counter() - start)
     new_tokens = {key: sum(len(tokenizer(text)["input_ids"]) for text in output) for key, output in outputs.items()}
     result = {"machine": describe(), "threads": threads, "model": args.model, "rounds": args.rounds, "engines": {}}
     print(f"{describe()}\n{args.model}, {len(sentences)} sentences, {args.rounds} rounds, greedy")
-    print("| engine | workload | sentences/s | tokens/s | sentences not as transformers |\n|---|---|---:|---:|---:|")
+    print("| engine | workload | sentences/s | tokens/s | sentences not as transformers | translator / bare call |")
+    print("|---|---|---:|---:|---:|---:|")
     for (engine, workload), times in seconds.items():
         texts = workloads[workload][0]
         sentences_per_s = interval([len(texts) / t for t in times])
         tokens_per_s = interval([new_tokens[engine, workload] / t for t in times])
         differ = sum(a != b for a, b in zip(outputs[engine, workload], outputs["transformers", workload]))
+        # the translator's time over the bare call's (above 1: what the translator adds)
+        overhead = (
+            statistics.median(times) / statistics.median(bare[engine, workload])
+            if bare.get((engine, workload))
+            else None
+        )
         result["engines"][f"{engine}, {workload}"] = {"sentences_per_s": sentences_per_s, "tokens_per_s": tokens_per_s,
-                                                      "seconds": times, "differ": differ}  # fmt: skip
+                                                      "seconds": times, "bare_seconds": bare.get((engine, workload)),
+                                                      "translator_over_bare": overhead, "differ": differ}  # fmt: skip
+        shown = f"{overhead:.2f}" if overhead else "-"
         print(f"| {engine} | {workload} | {sentences_per_s[0]:.1f} ± {sentences_per_s[1]:.1f} | "
-              f"{tokens_per_s[0]:,.0f} ± {tokens_per_s[1]:,.0f} | {differ} of {len(texts)} |")  # fmt: skip
+              f"{tokens_per_s[0]:,.0f} ± {tokens_per_s[1]:,.0f} | {differ} of {len(texts)} | {shown} |")  # fmt: skip
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
 
 
