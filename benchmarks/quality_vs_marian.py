@@ -23,7 +23,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--direction", required=True, choices=["en-ja", "ja-en"])
     parser.add_argument("--max_steps", type=int, default=2000, help="optimizer steps for each model")
-    parser.add_argument("--corpus_dir", default=str(ROOT.parent / "shared" / "data" / "small_parallel_enja"))
+    parser.add_argument(
+        "--corpus_dir", default=str(ROOT / "data" / "small_parallel_enja"), help="(make data fetches it)"
+    )
     parser.add_argument("--output_dir", type=Path, default=ROOT / "runs" / "quality")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags for train.py")
     return parser.parse_args(argv)
