@@ -1,14 +1,17 @@
 """Configuration of the encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017)."""
 
 from dataclasses import field
+from typing import TYPE_CHECKING
 
 from huggingface_hub.dataclasses import strict, validated_field
 from transformers import PretrainedConfig
 
-# The translation pipeline, which config.json names in `custom_pipelines` (pipeline("translation", ...) finds the
-# task only there: transformers 5 has none of its own). Importing it here also makes save_pretrained copy its file
-# (and the text handling it imports) into the folder, beside the configuration, as loading the pipeline needs.
-from .pipeline_tiny_transformer import TranslationPipeline
+if TYPE_CHECKING:
+    # The translation pipeline, which config.json names in `custom_pipelines` (pipeline("translation", ...) finds
+    # the task only there: transformers 5 has none of its own). save_pretrained copies the files this module imports
+    # by reading its source, so this line puts the pipeline's file (and the text handling it imports) beside the
+    # configuration, as loading the pipeline needs, without loading transformers' pipeline machinery with the model.
+    from .pipeline_tiny_transformer import TranslationPipeline  # noqa: F401
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish")
 
@@ -35,8 +38,8 @@ def base_model_in_auto_map() -> dict:
 
 
 def translation_pipeline() -> dict:
-    """The config's `custom_pipelines`: the task "translation", implemented by TranslationPipeline."""
-    implementation = f"{TranslationPipeline.__module__.rsplit('.', 1)[-1]}.{TranslationPipeline.__name__}"
+    """The config's `custom_pipelines`: the task "translation", implemented by `TranslationPipeline`."""
+    implementation = "pipeline_tiny_transformer.TranslationPipeline"
     return {"translation": {"impl": implementation, "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}}
 
 
