@@ -1,15 +1,24 @@
 """Shared fixtures: tiny configs and models (vocab ~50, d_model 32, 2 layers) with fixed seeds."""
 
+import fcntl
 import hashlib
+import json
 import logging
 import os
+import pty
 import runpy
+import shlex
+import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
+import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,6 +161,7 @@ class ScriptResult:
     returncode: int
     stdout: str
     stderr: str
+    pid: int | None = None  # the process's id, where the test started it
 
 
 # The project's machines by the CPU flags that matter (and a few that do not): what /proc/cpuinfo shows there.
@@ -202,20 +212,29 @@ def few_steps(data: Path | None, output_dir: Path, *extra: str) -> list[str]:
 
 
 def run_script(
-    name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: Path | None = None, folder: str = "training"
+    name: str,
+    *args: str,
+    cwd=None,
+    timeout: float = 120,
+    cpuinfo: Path | None = None,
+    folder: str = "training",
+    stdin: bytes | None = None,
+    kill_when: Callable[[], bool] | None = None,
 ) -> ScriptResult:
-    """Run {folder}/{name} (training/train.py, benchmarks/bf16_steps.py) as `python {folder}/{name} args...` would,
-    in a child process forked from this one (see run_in_child)."""
+    """Run {folder}/{name} (training/train.py, benchmarks/profile_training.py) as `python {folder}/{name} args...`
+    would, in a child process forked from this one (see run_in_child)."""
     script = str(ROOT / folder / name)
 
     def script_main():
         sys.argv = [script, *args]
         runpy.run_path(script, run_name="__main__")
 
-    return run_in_child(script_main, f"{name} {' '.join(args)}", cwd, timeout, cpuinfo)
+    return run_in_child(script_main, f"{name} {' '.join(args)}", cwd, timeout, cpuinfo, stdin, kill_when)
 
 
-def run_command(name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: Path | None = None) -> ScriptResult:
+def run_command(
+    name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: Path | None = None, stdin: bytes | None = None
+) -> ScriptResult:
     """Run `tiny-transformer {name} args...` in a child process forked from this one (see run_in_child)."""
     from hf_tiny_transformer.commands import main
 
@@ -223,7 +242,7 @@ def run_command(name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: 
         sys.argv = ["tiny-transformer", name, *args]
         sys.exit(main([name, *args]))
 
-    return run_in_child(command_main, f"tiny-transformer {name} {' '.join(args)}", cwd, timeout, cpuinfo)
+    return run_in_child(command_main, f"tiny-transformer {name} {' '.join(args)}", cwd, timeout, cpuinfo, stdin)
 
 
 def run_tool(name: str, *args: str, **kwargs) -> ScriptResult:
@@ -231,20 +250,47 @@ def run_tool(name: str, *args: str, **kwargs) -> ScriptResult:
     return (run_script if name.endswith(".py") else run_command)(name, *args, **kwargs)
 
 
-def run_in_child(target, description: str, cwd, timeout: float, cpuinfo: Path | None) -> ScriptResult:
+def run_ok(name: str, *args: str, **kwargs) -> ScriptResult:
+    """run_tool, for a run that must succeed: the output is shown when it does not."""
+    result = run_tool(name, *args, **{"timeout": 300, **kwargs})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def mode_flags(metrics: dict) -> list[str]:
+    """train.py's flag that repeats the mode a run recorded in its metrics.json (the precision; the attention goes
+    with it)."""
+    return ["--precision", metrics["precision"]]
+
+
+def run_in_child(
+    target,
+    description: str,
+    cwd,
+    timeout: float,
+    cpuinfo: Path | None,
+    stdin: bytes | None = None,
+    kill_when: Callable[[], bool] | None = None,
+) -> ScriptResult:
     """Call `target()` in a child process forked from this one, as the command would run in a shell.
 
-    The child has torch and transformers imported already (a fresh interpreter spends about 8 s importing them on
-    this project's machine); it exits with the command's exit status, its output captured. Meant for short runs (bad
-    arguments, a few training steps of a tiny model); the child computes on one thread, since OpenMP thread pools do
-    not survive fork, and is killed when it runs longer than `timeout` seconds. With `cpuinfo` (see fake_cpuinfo),
-    the command runs as on a machine whose /proc/cpuinfo that file is.
+    The child has torch and transformers imported already (a fresh interpreter spends seconds importing them); it
+    exits with the command's exit status, its output captured. Its standard input is a pipe that holds `stdin` (as
+    `printf ... | command` gives it; nothing by default, as `< /dev/null`). Meant for short runs (bad arguments, a
+    few training steps of a tiny model); the child computes on one thread, since OpenMP thread pools do not survive
+    fork, and is killed when it runs longer than `timeout` seconds, or with SIGKILL (its exit status then -9) as soon
+    as `kill_when()` holds. With `cpuinfo` (see fake_cpuinfo), the command runs as on a machine whose /proc/cpuinfo
+    that file is.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        reading, writing = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns into pytest
             code = 1
             try:
+                os.close(writing)
+                os.dup2(reading, 0)
+                sys.stdin = open(0, encoding="utf-8", errors="strict", newline="\n", closefd=False)  # as Python's
                 torch.set_num_threads(1)
                 if cpuinfo is not None:
                     from hf_tiny_transformer import hardware
@@ -254,6 +300,10 @@ def run_in_child(target, description: str, cwd, timeout: float, cpuinfo: Path | 
                 os.dup2(out.fileno(), 1)
                 os.dup2(err.fileno(), 2)
                 sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
+                for logger in map(logging.getLogger, list(logging.root.manager.loggerDict)):
+                    for handler in logger.handlers:  # a library's own (transformers'): made with pytest's stderr
+                        if type(handler) is logging.StreamHandler:
+                            handler.setStream(sys.stderr)
                 os.chdir(cwd or ROOT)
                 target()
                 code = 0
@@ -265,8 +315,15 @@ def run_in_child(target, description: str, cwd, timeout: float, cpuinfo: Path | 
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
+        os.close(reading)
+        # a thread writes standard input, so that input larger than the pipe does not block this loop
+        threading.Thread(target=write_and_close, args=(writing, stdin or b""), daemon=True).start()
         deadline = time.monotonic() + timeout
         while (finished := os.waitpid(pid, os.WNOHANG))[0] == 0:
+            if kill_when is not None and kill_when():
+                os.kill(pid, signal.SIGKILL)
+                finished = os.waitpid(pid, 0)
+                break
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
@@ -275,7 +332,39 @@ def run_in_child(target, description: str, cwd, timeout: float, cpuinfo: Path | 
         status = finished[1]
         out.seek(0)
         err.seek(0)
-        return ScriptResult(os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode())
+        return ScriptResult(os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode(), pid)
+
+
+def write_and_close(descriptor: int, data: bytes):
+    """Write `data` into a pipe and close it; a reader that stopped reading early ends the writing."""
+    try:
+        with open(descriptor, "wb") as pipe:
+            pipe.write(data)
+    except BrokenPipeError:
+        pass
+
+
+def run_in_terminal(arguments: list[str], timeout: float = 300) -> str:
+    """Run a command with a pseudo-terminal as stdout and stderr (as a person at a terminal would) and return all it
+    wrote there."""
+    leader, follower = pty.openpty()
+    # a real terminal's size: tqdm draws nothing on one of unknown size (0 rows)
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, cwd=ROOT)
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the command ended and closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    process.wait(timeout=timeout)
+    os.close(leader)
+    assert process.returncode == 0, output.decode(errors="replace")[-3000:]
+    return output.decode(errors="replace")
 
 
 def folder_digest(folder: Path) -> dict[str, str]:
@@ -313,15 +402,185 @@ def demo_files(tmp_path_factory):
 @pytest.fixture(scope="session")
 def trained_demo_model(demo_files, tmp_path_factory):
     """The hub folder of a model trained by training/train.py on the demo corpus: a smaller `make demo`
-    (d_model 64, 2+2 layers, 350 steps of 64 pairs, about half a minute), shared by the tests that need a model
-    that has really learned something."""
+    (d_model 64, 2+2 layers, 350 steps of 64 pairs), shared by the tests that need a model that has really learned
+    something. Tests copy it before they change it."""
     out = tmp_path_factory.mktemp("trained_demo")
     larger = "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,decoder_layers=2"
     larger += ",max_position_embeddings=64"
     arguments = few_steps(demo_files, out, "--config_overrides", larger, "--per_device_train_batch_size", "64",
                           "--max_steps", "350", "--warmup_steps", "100", "--learning_rate", "0.003")  # fmt: skip
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "training" / "train.py"), *arguments], capture_output=True, text=True
-    )
+    result = run_script("train.py", *arguments, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return out / "hub"
+
+
+def load_demo_model(folder: Path):
+    """The model (in eval mode) and the tokenizer of a model folder, as transformers' Auto classes load them."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    return AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="session")
+def demo_ct2(trained_demo_model, tmp_path_factory) -> dict[str, Path]:
+    """The trained demo model's CTranslate2 exports, by quantization (float32, int8); tests copy one before they
+    change it."""
+    from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
+
+    model, tokenizer = load_demo_model(trained_demo_model)
+    folder = tmp_path_factory.mktemp("ct2")
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    paths = {
+        quantization: export_ctranslate2(model, tokenizer, folder / quantization, quantization=quantization)
+        for quantization in ("float32", "int8")
+    }
+    for name, tensor in model.state_dict().items():  # the int8 export quantized copies, not the model
+        assert torch.equal(tensor, before[name]), name
+    return paths
+
+
+def onnx_export(trained_demo_model, folder: Path, quantization: str) -> Path:
+    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+    from hf_tiny_transformer.serving.onnx import export_onnx
+
+    return export_onnx(*load_demo_model(trained_demo_model), folder, quantization=quantization)
+
+
+@pytest.fixture(scope="session")
+def demo_onnx(trained_demo_model, tmp_path_factory) -> Path:
+    """The trained demo model's ONNX export in float32; tests copy it before they change it."""
+    return onnx_export(trained_demo_model, tmp_path_factory.mktemp("onnx") / "float32", "float32")
+
+
+@pytest.fixture(scope="session")
+def demo_onnx_int8(trained_demo_model, tmp_path_factory) -> Path:
+    """The trained demo model's ONNX export with int8 weights (its float32 graphs beside the int8 ones); tests copy
+    it before they change it."""
+    return onnx_export(trained_demo_model, tmp_path_factory.mktemp("onnx") / "int8", "int8")
+
+
+@pytest.fixture(scope="session")
+def demo_browser_page(demo_onnx, tmp_path_factory) -> Path:
+    """The browser page's folder written for the float32 ONNX export (skipped where the page's npm libraries are
+    missing); tests copy it before they change it."""
+    from hf_tiny_transformer.serving.browser import VENDOR, write_browser_page
+
+    if not all(path.is_file() for path in VENDOR.values()):
+        pytest.skip("the page's npm libraries are not installed")
+    return write_browser_page(demo_onnx, tmp_path_factory.mktemp("page") / "site")
+
+
+@pytest.fixture(scope="session")
+def checkpointed_run(demo_files, tmp_path_factory) -> Path:
+    """The output folder of train.py after 4 steps of the small model (few_steps) that saved a checkpoint every 2:
+    checkpoint-2 and checkpoint-4 (with their optimizer states), tokenizer/, hub/, metrics.json. Tests copy it
+    (copy_folder) before they train into it or change it."""
+    out = tmp_path_factory.mktemp("checkpointed") / "run"
+    result = run_script("train.py", *few_steps(demo_files, out, "--save_strategy", "steps", "--save_steps", "2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def copy_folder(folder: Path, destination: Path) -> Path:
+    """A copy of a folder a session fixture made, for a test that changes it."""
+    return Path(shutil.copytree(folder, destination, symlinks=True))
+
+
+# The bad-arguments tables: each command's and script's bad arguments and files, run against one workspace; each
+# case must be one line on stderr naming the problem and the fix, exit status 2, no traceback, before any work, and
+# no file changed.
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory, tokenizer):
+    """data/ (demo text, broken files), hub/ (a saved model, max_position_embeddings 64), foreign/ (a folder whose
+    code would leave a marker file if it ran), pickled/ (a model folder with pickles), run/ (an output folder
+    holding a checkpoint), cut/ (weights cut short), ct2/ (what a CTranslate2 export holds), a_file, outputs/
+    (empty: where the commands would write)."""
+    from hf_tiny_transformer import model_card, save_for_hub
+    from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
+
+    root = tmp_path_factory.mktemp("workspace")
+    data = root / "data"
+    data.mkdir()
+    pairs = make_demo_corpus(seed=0)["train"][:40]
+    (data / "train.en").write_text("".join(p.english + "\n" for p in pairs), encoding="utf-8")
+    (data / "train.ja").write_text("".join(p.japanese + "\n" for p in pairs), encoding="utf-8")
+    (data / "three.txt").write_text("a\nb\nc\n")
+    (data / "empty.txt").write_text("\n \n")
+    (data / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    (data / "not_json.jsonl").write_text('{"translation": {"en": "a", "ja": "b"}}\nnot json\n')
+    (data / "array.jsonl").write_text("[1, 2]\n")
+    (data / "no_ja.jsonl").write_text('{"translation": {"en": "a"}}\n')
+    (data / "flags_array.json").write_text("[1, 2]")
+    (data / "flags_empty.json").write_text("\n")
+    (data / "flags_broken.json").write_text("{ not json")
+    (data / "unknown_flag.json").write_text('{"learnin_rate": 0.1}')
+    model = tiny_model(vocab_size=len(tokenizer))
+    card = model_card(model, source_lang="en", target_lang="ja", training_data="test sentences")
+    save_for_hub(model, tokenizer, root / "hub", card)
+    foreign = root / "foreign"
+    shutil.copytree(root / "hub", foreign)
+    config = json.loads((foreign / "config.json").read_text())
+    config["model_type"] = "somebody_elses_model"
+    config["auto_map"] = {
+        "AutoConfig": "configuration_elsewhere.Config",
+        "AutoModelForSeq2SeqLM": "modeling_elsewhere.Model",
+    }
+    (foreign / "config.json").write_text(json.dumps(config))
+    marker = root / "code_ran"
+    for name in ("configuration_elsewhere.py", "modeling_elsewhere.py"):
+        (foreign / name).write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    pickled = root / "pickled"  # a training output: a model, and pickles beside it
+    shutil.copytree(root / "hub", pickled)
+    (pickled / "checkpoint-8").mkdir()
+    (pickled / "checkpoint-8" / "optimizer.pt").write_bytes(b"a pickle")
+    (pickled / "training_args.bin").write_bytes(b"a pickle holding --hub_token")
+    (root / "run" / "checkpoint-4").mkdir(parents=True)
+    (root / "run" / "checkpoint-4" / "trainer_state.json").write_text('{"global_step": 4}')
+    cut = root / "cut"  # a Hub folder whose weights file was cut short
+    shutil.copytree(root / "hub", cut)
+    (cut / "model.safetensors").write_bytes((cut / "model.safetensors").read_bytes()[:1000])
+    (root / "ct2").mkdir()  # what export_ctranslate2.py writes
+    for name in ("model.bin", "config.json", "tokenizer.json"):
+        (root / "ct2" / name).write_bytes(b"{}")
+    (root / "a_file").write_text("a file, not a folder\n")
+    (root / "outputs").mkdir()
+    return root
+
+
+def apply_changes(arguments: list[str], changes: list[str | None], root) -> list[str]:
+    """Replace the value of each flag in `changes` (None removes the flag), or append it; "{root}" in a value is
+    the workspace."""
+    arguments = list(arguments)
+    for flag, value in zip(changes[::2], changes[1::2]):
+        value = value.format(root=root) if value is not None else None
+        if flag in arguments:
+            index = arguments.index(flag)
+            del arguments[index : index + 2]
+            if value is None:
+                continue
+            arguments[index:index] = [flag, value]
+        elif value is not None:
+            arguments += [flag, value]
+    return arguments
+
+
+def assert_refused_before_any_work(workspace, tool: str, arguments: list[str], message: str):
+    """`tool arguments` (a training script or a command, "{root}" in them the workspace) is one line holding
+    `message`, exit status 2; no file of the workspace changed, nothing written into outputs/, and no folder's code
+    ran."""
+    before = folder_digest(workspace)
+    result = run_tool(tool, *[argument.format(root=workspace) for argument in arguments])
+    assert_one_line_error(result, message.format(root=workspace))
+    assert folder_digest(workspace) == before, "a file was changed"
+    assert list((workspace / "outputs").iterdir()) == [], "an output was written"
+    assert not (workspace / "code_ran").exists(), "a folder's code ran without --trust_remote_code"
+
+
+def command_lines(table: str) -> list[tuple[str, list[str], str]]:
+    """(tool, arguments, message) for each pair of lines of `table`: a command line, then (indented) the one-line
+    error it must give."""
+    rows = table.strip("\n").split("\n")
+    return [(*(lambda words: (words[0], words[1:]))(shlex.split(command)), message.strip())
+            for command, message in zip(rows[::2], rows[1::2], strict=True)]  # fmt: skip

@@ -1,10 +1,11 @@
-"""The page that translates in the browser (hf_tiny_transformer.serving.browser): written for the demo model's ONNX
-export, served by a plain HTTP server on this machine, and used in headless Chromium with every other address
-unreachable: its translation of three sentences equals the Python translator's (greedy), and it grows token by token
-before it is final; a text longer than the model takes is cut as the Python front doors cut it; what fails (opened
-as a file, a model file missing or cut, scripts that do not run, a translation) is said on the page, and a model
-written again over the old one is loaded anew. Needs Debian's chromium and chromium-driver and the page's npm
-libraries, which .ci/run and make install; skipped elsewhere, failed under CI=true. The page's text handling
+"""The page that translates in the browser (hf_tiny_transformer/serving/browser.py, `tiny-transformer
+browser-page`): written for the demo model's ONNX export, served by a plain HTTP server on this machine, and used in
+headless Chromium with every other address unreachable: its translation of three sentences equals the Python
+translator's (greedy), and it grows token by token before it is final; a text longer than the model takes is cut as
+the Python front doors cut it; what fails (opened as a file, a model file missing or cut, scripts that do not run, a
+translation) is said on the page, and a model written again over the old one is loaded anew. Needs Debian's chromium
+and chromium-driver and the page's npm libraries, which .ci/run and make install; skipped elsewhere, failed under
+CI=true. The command refuses an export it cannot serve before it writes anything. The page's text handling
 (browser/text.js) is compared with text_tiny_transformer's under node, without a browser."""
 
 import itertools
@@ -14,8 +15,8 @@ import shutil
 import subprocess
 
 import pytest
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from conftest import assert_one_line_error, load_demo_model, run_command
 from hf_tiny_transformer import text_tiny_transformer as text
 from hf_tiny_transformer.serving.browser import (
     PAGE,
@@ -27,7 +28,6 @@ from hf_tiny_transformer.serving.browser import (
     served,
     shown_failure,
     use_page,
-    write_browser_page,
 )
 from hf_tiny_transformer.serving.translator import TransformersTranslator
 
@@ -46,20 +46,13 @@ def needed():
 
 
 @pytest.fixture(scope="module")
-def page(trained_demo_model, tmp_path_factory):
+def page(request, trained_demo_model):
+    """The page written for the trained demo model's float32 ONNX export, served on this machine: its address, the
+    Python translator of the same model, and the page's folder (to copy before changing it)."""
     needed()
-    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
-    from hf_tiny_transformer.serving.onnx import export_onnx
-
-    root = tmp_path_factory.mktemp("page")
-    model, tokenizer = (
-        AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model),
-        AutoTokenizer.from_pretrained(trained_demo_model),
-    )
-    export_onnx(model, tokenizer, root / "onnx")
-    site = write_browser_page(root / "onnx", root / "site")
+    site = request.getfixturevalue("demo_browser_page")
     with served(site) as url:
-        yield url, TransformersTranslator(model, tokenizer), site
+        yield url, TransformersTranslator(*load_demo_model(trained_demo_model)), site
 
 
 def test_the_page_translates_offline_as_the_python_translator_does(page):
@@ -157,6 +150,36 @@ def test_a_translation_that_fails_says_so_and_enables_the_button_again(page, tmp
     assert failed.value.failure["kind"] == "translation"
     assert failed.value.failure["message"].startswith("The translation failed: ")
     assert failed.value.failure["button_enabled"]
+
+
+# The command's checks of the export it is given: one line naming the file, before anything is written
+
+EXPORT_AGAIN = "export the model again with tiny-transformer export-onnx --overwrite"
+
+
+def removed(name: str):
+    return lambda folder: (folder / name).unlink()
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        pytest.param(removed("tokenizer.json"), "tokenizer.json is missing", id="no tokenizer.json"),
+        pytest.param(removed("onnx/decoder_model_merged.onnx"), "onnx/decoder_model_merged.onnx is missing",
+                     id="no decoder graph"),
+        pytest.param(removed("config.json"), "config.json is missing", id="no config.json"),
+    ],
+)  # fmt: skip
+def test_the_browser_page_refuses_an_export_it_cannot_serve_before_writing(demo_onnx_int8, tmp_path, damage, problem):
+    folder = shutil.copytree(demo_onnx_int8, tmp_path / "export")
+    damage(folder)
+    page = tmp_path / "page"
+    assert_one_line_error(
+        run_command("browser-page", "--model", str(folder), "--output_dir", str(page)),
+        f"--model {folder}: {folder}/{problem}",
+        EXPORT_AGAIN,
+    )
+    assert not page.exists()
 
 
 # The page's text handling (browser/text.js) under node, beside text_tiny_transformer's

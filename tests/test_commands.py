@@ -1,5 +1,5 @@
-"""What every command shares: the runner (hf_tiny_transformer.commands.runner), and the output guard
-(commands.output_guard).
+"""What every command shares: the runner (hf_tiny_transformer.commands.runner), the output guard
+(commands.output_guard), and a help text for each command and training script.
 
 The runner: Ctrl-C anywhere in a command (its imports, model loading, an export) and a full disk are one line and an
 exit status, never a traceback, and an interrupted or failed save leaves nothing behind. The output guard every
@@ -9,7 +9,9 @@ flag, the problem and the fix; its write check leaves no file behind, even when 
 """
 
 import errno
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command
-from hf_tiny_transformer.commands import output_guard
+from conftest import ROOT, TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command, run_tool
+from hf_tiny_transformer.commands import COMMANDS, output_guard
 from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.errors import UsageError
@@ -101,13 +103,51 @@ def test_an_output_of_the_wrong_kind_or_place_is_refused(tmp_path):
         assert f"{tmp_path / 'file.txt'} is a file, not a folder; pass a path inside a folder" in message
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in read-only folders; the monkeypatched tests cover it")
 def test_a_read_only_place_is_refused(tmp_path):
-    (tmp_path / "locked").mkdir(mode=0o555)
-    (tmp_path / "out.txt").write_text("text")
-    (tmp_path / "out.txt").chmod(0o444)
-    assert "cannot write in" in refusal(tmp_path / "locked" / "new" / "model", kind="folder")
-    assert "out.txt is read-only" in refusal(tmp_path / "out.txt", kind="file", overwrite=True)
+    """As a user without write permission there: the suite runs as root, who may write anywhere, so the check runs
+    in a child that has given up root (the user nobody) where the suite is root."""
+    import tempfile
+
+    place = tempfile.mkdtemp(prefix="read-only-")
+    try:
+        os.chmod(place, 0o777)  # nobody may create files here; only the two below are locked
+        locked = os.path.join(place, "locked")
+        os.mkdir(locked, 0o555)
+        with open(os.path.join(place, "out.txt"), "w") as file:
+            file.write("text")
+        os.chmod(os.path.join(place, "out.txt"), 0o444)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            try:
+                if os.geteuid() == 0:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                from hf_tiny_transformer.commands.output_guard import check_output
+
+                messages = []
+                for path, kind in (
+                    (os.path.join(locked, "new", "model"), "folder"),
+                    (os.path.join(place, "out.txt"), "file"),
+                ):
+                    try:
+                        check_output(path, kind=kind, flag="--output", overwrite=True)
+                        messages.append("accepted")
+                    except UsageError as error:
+                        messages.append(str(error))
+                os.write(write, json.dumps(messages).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        messages = json.loads(os.read(read, 65536).decode())
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+    assert messages == [
+        f"--output {locked}/new/model: cannot write in {locked} (permission denied); choose another place or chmod "
+        "u+w it",
+        f"--output {place}/out.txt is read-only; choose another file or chmod u+w it",
+    ]
 
 
 def test_a_place_os_access_denies_is_refused(tmp_path, monkeypatch):
@@ -325,3 +365,17 @@ def test_a_full_disk_where_no_output_was_checked_is_said_of_the_commands_output(
     assert run(main, [], prog="tool") == 1
     fix = "free space there or write the output elsewhere"
     assert capsys.readouterr().err == f"tool: writing its output: no space is left on its disk; {fix}\n"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every command and training script prints its help
+# ---------------------------------------------------------------------------------------------------------------
+
+TOOLS = [*sorted(path.name for path in (ROOT / "training").glob("*.py")), *COMMANDS]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_every_command_and_script_prints_its_help(tool):
+    result = run_tool(tool, "--help")
+    prog = f"tiny-transformer {tool}" if tool in COMMANDS else tool
+    assert result.returncode == 0 and result.stdout.startswith(f"usage: {prog}"), result.stderr[-2000:]

@@ -1,3 +1,7 @@
+"""The configuration (configuration_tiny_transformer.py): the paper's defaults, the library's names, the checks of
+every field on every path, what a saved config holds; and the shapes (hf_tiny_transformer/shapes/), whose parameter
+counts match the formula."""
+
 import json
 
 import pytest
@@ -80,6 +84,13 @@ def test_checks_across_fields_run_at_creation_and_at_save(tmp_path):
     with pytest.raises(StrictDataclassError, match="divisible by encoder_attention_heads"):
         config.save_pretrained(tmp_path)
     assert not (tmp_path / "config.json").exists()
+
+
+def test_checks_across_fields_refuse_a_loaded_config_given_a_bad_override(tmp_path):
+    """from_pretrained(folder, field=...): what a script does with a saved config and its own overrides."""
+    tiny_config().save_pretrained(tmp_path)
+    with pytest.raises(StrictDataclassError, match=r"divisible by encoder_attention_heads \(3\)"):
+        TinyTransformerConfig.from_pretrained(tmp_path, encoder_attention_heads=3).validate()
 
 
 def test_a_saved_config_holds_no_training_setting(tmp_path):

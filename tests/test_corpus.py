@@ -1,4 +1,6 @@
-"""Corpus preparation: segmented Japanese and tokenized English back to natural text."""
+"""The corpora (hf_tiny_transformer/data/corpus.py, training/get_corpus.py, training/make_demo_data.py): segmented
+Japanese and tokenized English back to natural text; the pinned corpus fetched into the folder the recipes read; the
+demo corpus's script refusing bad arguments in one line."""
 
 import os
 import shutil
@@ -7,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error, run_script
+from conftest import assert_one_line_error, assert_refused_before_any_work, run_script
 from hf_tiny_transformer.data.corpus import detokenize_english, read_parallel, unsegment_japanese
 
 
@@ -125,3 +127,15 @@ def test_get_corpus_refuses_a_missing_commit_or_repository_in_one_line_and_write
                        "--commit", commit)  # fmt: skip
     assert_one_line_error(wrong, "has no dev.ja")
     assert not output.exists() and not list(tmp_path.glob(".corpus*"))
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--output_dir", "{root}/a_file"], "--output_dir {root}/a_file"),
+        (["--output_dir", "{root}/a_file/data"], "{root}/a_file is a file, not a folder"),
+        (["--output_dir", "{root}/outputs/demo", "--seed", "one"], "argument --seed: invalid int value: 'one'"),
+    ],
+)
+def test_make_demo_data_refuses_bad_arguments_in_one_line(workspace, arguments, message):
+    assert_refused_before_any_work(workspace, "make_demo_data.py", arguments, message)

@@ -1,23 +1,20 @@
-"""The ecosystem's tools on the model: Marian conversion both ways, LoRA with PEFT,
-and the conversion of folders saved with the 0.1.x parameter layout."""
-
-import json
-import re
-import subprocess
+"""The ecosystem's tools on the model (hf_tiny_transformer/marian.py, PEFT): Marian conversion both ways, with the
+same function and the same translations; a trained model in bfloat16; LoRA and prompt tuning with PEFT."""
 
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel
 
-from conftest import TINY_TRANSFORMER, assert_one_line_error, tiny_config, tiny_model
+from conftest import tiny_config, tiny_model
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, from_marian, to_marian
-from hf_tiny_transformer.commands.upgrade import main as upgrade_main
-from hf_tiny_transformer.errors import UsageError
-from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.marian import marian_config, marian_of_the_same_shape
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
+
+
 MASK = (SOURCE != 0).long()
+
+
 DECODER = torch.tensor([[1, 11, 12, 13], [1, 14, 15, 0]])
 
 
@@ -113,63 +110,6 @@ def test_lora_on_the_usual_targets_wraps_queries_and_values():
     loss.backward()
     trained = [name for name, p in model.named_parameters() if p.grad is not None]
     assert trained and all("lora_" in name for name in trained)
-
-
-def old_layout(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The parameter layout of 0.1: keys and values in one kv_proj, every projection stored (in, out)."""
-    old = {}
-    for name, tensor in state_dict.items():
-        module = name.rsplit(".", 2)[-2]
-        if module == "v_proj":
-            continue
-        if module == "k_proj":
-            tensor = torch.cat([tensor, state_dict[name.replace("k_proj", "v_proj")]])
-            name = name.replace("k_proj", "kv_proj")
-        if module in ("q_proj", "k_proj", "out_proj", "fc1", "fc2") and name.endswith("weight"):
-            tensor = tensor.T
-        old[name] = tensor.contiguous()
-    return old
-
-
-def test_a_folder_of_the_old_layout_is_refused_until_converted(model, tmp_path, capsys):
-    from safetensors.torch import load_file, save_file
-
-    model.save_pretrained(tmp_path)
-    save_file(
-        old_layout(load_file(tmp_path / "model.safetensors")), tmp_path / "model.safetensors", metadata={"format": "pt"}
-    )
-    message = f"{tmp_path} was saved with the parameter layout of hf-tiny-transformer 0.1 (kv_proj); convert it once"
-    with pytest.raises(
-        UsageError, match=rf"^{re.escape(message)}, in place, with: tiny-transformer upgrade {tmp_path}$"
-    ):
-        load_model_folder(str(tmp_path))
-    assert upgrade_main([str(tmp_path)]) == 0
-    assert upgrade_main([str(tmp_path)]) == 0
-    assert capsys.readouterr().out.splitlines() == [
-        f"{tmp_path}: converted",
-        f"{tmp_path}: already in the current layout",
-    ]
-    assert torch.equal(logits(AutoModelForSeq2SeqLM.from_pretrained(tmp_path)), logits(model))
-    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "tiny_transformer"
-
-
-def test_the_upgrade_checks_every_folder_before_it_changes_one(model, tmp_path):
-    from safetensors.torch import load_file, save_file
-
-    old, damaged = tmp_path / "old", tmp_path / "damaged"
-    for folder in (old, damaged):
-        model.save_pretrained(folder)
-        save_file(
-            old_layout(load_file(folder / "model.safetensors")), folder / "model.safetensors", metadata={"format": "pt"}
-        )
-    (damaged / "model.safetensors").write_bytes((damaged / "model.safetensors").read_bytes()[:1000])  # cut short
-    before = (old / "model.safetensors").read_bytes()
-    upgrade = [TINY_TRANSFORMER, "upgrade"]
-    result = subprocess.run([*upgrade, str(old), str(damaged)], capture_output=True, text=True, timeout=300)
-    assert_one_line_error(result, "damaged/model.safetensors cannot be read")
-    assert (old / "model.safetensors").read_bytes() == before
-    help_text = subprocess.run([*upgrade, "--help"], capture_output=True, text=True, timeout=300)
-    assert help_text.returncode == 0 and help_text.stdout.startswith("usage: tiny-transformer upgrade [-h] FOLDER")
 
 
 def test_peft_prompt_tuning_trains_soft_prompts_on_the_frozen_model():

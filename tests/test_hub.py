@@ -1,5 +1,6 @@
-"""The folder ready for the Hub, its model card (and the metrics block the tools rewrite), the Space folder, and
-`tiny-transformer push-to-hub`."""
+"""The Hub (hf_tiny_transformer/hub.py, `tiny-transformer push-to-hub`): the folder ready for the Hub, its model card
+(and the metrics block the tools rewrite), the Space folder, which runs the app without the installed package, and
+the push: only what a model repository needs, nothing from a training output, bad arguments one line each."""
 
 import json
 import os
@@ -9,9 +10,20 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
-from conftest import HUB_FOLDER_FILES, ROOT, TINY_TRANSFORMER, assert_one_line_error, folder_digest, run_without_package
+from conftest import (
+    HUB_FOLDER_FILES,
+    ROOT,
+    TINY_TRANSFORMER,
+    apply_changes,
+    assert_one_line_error,
+    assert_refused_before_any_work,
+    folder_digest,
+    run_command,
+    run_without_package,
+)
 from hf_tiny_transformer import model_card, save_for_hub
 from hf_tiny_transformer.hub import BEGIN_METRICS, END_METRICS, differences_from_the_paper, save_space, with_evaluation
+from hf_tiny_transformer.serving.translator import TransformersTranslator
 
 
 @pytest.fixture
@@ -116,6 +128,35 @@ def test_space_folder_carries_the_whole_package_and_starts_the_app(text_model, t
     assert ModelCard.load(space / "README.md").data.to_dict()["sdk"] == "gradio"
 
 
+def test_a_space_folder_runs_the_app_without_the_installed_package(trained_demo_model, tmp_path):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model)
+    tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
+    card = model_card(model, source_lang="en", target_lang="ja", training_data="the demo corpus")
+    save_for_hub(model, tokenizer, tmp_path / "hub", card, space_folder=tmp_path / "space")
+    space = tmp_path / "space"
+    assert {"app.py", "requirements.txt", "README.md", "model.safetensors", "tokenizer.json"} <= {
+        p.name for p in space.iterdir()
+    }
+    assert (space / "hf_tiny_transformer" / "app" / "page.py").is_file()
+    assert (
+        'sdk: "gradio"' in (space / "README.md").read_text()
+        and 'app_file: "app.py"' in (space / "README.md").read_text()
+    )
+    script = (
+        "import json, os\nimport hf_tiny_transformer  # the folder's copy: python -c puts the working folder first\n"
+        "assert hf_tiny_transformer.__file__.startswith(os.getcwd()), hf_tiny_transformer.__file__\n"
+        "from hf_tiny_transformer.loading import load_model_folder\n"
+        "from hf_tiny_transformer.app.page import TranslationApp\n"
+        "app = TranslationApp(*load_model_folder('.'))\n"
+        "*_, (translation, picture, note) = app.translate_and_draw('I eat cake.', 'cross', 1)\n"
+        "print(json.dumps([translation, picture.size[0] > 200]))"
+    )
+    result = json.loads(run_without_package(script, cwd=space))
+    assert result == [TransformersTranslator(model, tokenizer).translate(["I eat cake."])[0], True]
+
+
 def test_hub_folder_generates_the_same_tokens_without_the_package(hub_folder, text_model, tokenizer, tmp_path):
     script = (
         "import json, sys\nfrom transformers import AutoModelForSeq2SeqLM, AutoTokenizer\n"
@@ -190,3 +231,74 @@ def test_a_score_is_shown_with_its_confidence_interval(text_model):
     [block] = metrics_blocks(card)
     assert "| metric | value (± the 95 % confidence interval) |" in block
     assert "| bleu | 34.50 ± 2.58 |" in block and "| chrf | 37.05 |" in block and "bleu_ci" not in block
+
+
+def succeeded(result):
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_push_uploads_only_what_a_model_repository_needs(hub_folder, tmp_path, monkeypatch):
+    import huggingface_hub
+
+    (hub_folder / ".env").write_text("HF_TOKEN=hf_secret\n")
+    (hub_folder / "notes.txt").write_text("my notes\n")
+    (hub_folder / "runs").mkdir()
+    (hub_folder / "runs" / "events.out").write_text("logs\n")
+    uploaded = tmp_path / "uploaded.json"
+
+    def upload_folder(self, folder_path, repo_id, repo_type, allow_patterns):
+        uploaded.write_text(json.dumps(sorted(allow_patterns)))
+        return type("Commit", (), {"commit_url": "https://hub/commit"})()
+
+    # the forked child that runs the script inherits these: no network, no token needed
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", lambda self, *args, **kwargs: None)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_token")
+    succeeded(run_command("push-to-hub", "--folder", str(hub_folder), "--repo_id", "me/tiny"))
+    assert json.loads(uploaded.read_text()) == [
+        "README.md",
+        "config.json",
+        "configuration_tiny_transformer.py",
+        "generation_config.json",
+        "model.safetensors",
+        "modeling_tiny_transformer.py",
+        "pipeline_tiny_transformer.py",
+        "text_tiny_transformer.py",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    dry_run = succeeded(run_command("push-to-hub", "--folder", str(hub_folder), "--repo-id", "me/tiny", "--dry-run"))
+    assert "Not uploaded (3, not part of a model repository): .env, notes.txt, runs/events.out" in dry_run.stdout
+
+
+def test_push_refuses_a_training_output_and_its_card_has_no_local_paths(checkpointed_run, demo_files):
+    result = run_command("push-to-hub", "--folder", str(checkpointed_run), "--repo_id", "me/tiny", "--dry_run")
+    assert_one_line_error(result, "holds pickled files (checkpoint-2/optimizer.pt", "push the hub folder")
+    card = (checkpointed_run / "hub" / "README.md").read_text()
+    assert str(demo_files) not in card and str(checkpointed_run) not in card and "`train.en`, `train.ja`" in card
+
+
+# Bad arguments: one line each, before any work
+
+PUSH_CASES = {
+    "missing folder": (["--folder", "{root}/nothing"], "--folder {root}/nothing is not a folder"),
+    "not a model folder": (["--folder", "{root}/data"], "lacks config.json"),
+    "bad repository id": (["--repo_id", "me/two words"], "--repo_id 'me/two words' is not a Hub repository id"),
+    "pickles in the tree": (
+        ["--folder", "{root}/pickled"],
+        "holds pickled files (checkpoint-8/optimizer.pt, training_args.bin)",
+    ),
+    "damaged weights": (["--folder", "{root}/cut"], "--folder {root}/cut: model.safetensors cannot be loaded"),
+    "a CTranslate2 export": (
+        ["--folder", "{root}/ct2"],
+        "--folder {root}/ct2 is a CTranslate2 export (model.bin); push the model folder it was exported from",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PUSH_CASES)
+def test_bad_arguments_are_one_line_before_any_work(workspace, case):
+    changes, message = PUSH_CASES[case]
+    arguments = apply_changes(["--folder", "{root}/hub", "--repo_id", "me/tiny", "--dry_run"], changes, workspace)
+    assert_refused_before_any_work(workspace, "push-to-hub", arguments, message)

@@ -1,13 +1,12 @@
-"""One way to read a model folder for every command (hf_tiny_transformer.loading): any problem with config, weights or
-tokenizer is one line that names the folder, the file and the fix; weights missing or adding a tensor are an error,
-not a model half made of random numbers. And the demo page's own start-up problems, each one line."""
+"""One way to read a model folder for every command (hf_tiny_transformer.loading): any problem with config, weights,
+generation config or tokenizer is one line that names the folder, the file and the fix; weights missing or adding a
+tensor are an error, not a model half made of random numbers."""
 
 import json
+import math
 import os
 import shutil
-import socket
 import subprocess
-import time
 
 import pytest
 import torch
@@ -124,55 +123,11 @@ def test_every_command_reads_a_folder_the_same_way(folder, tmp_path):
     assert not (tmp_path / "pictures").exists() and not (tmp_path / "ct2").exists()
 
 
-def app(*arguments: str) -> ScriptResult:
-    """`tiny-transformer app` forked from this process: each case fails before the page would start."""
-    return run_command("app", *arguments)
-
-
-def test_the_demo_page_refuses_a_busy_port_a_bad_port_and_a_missing_folder_at_once(folder, tmp_path):
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        result = app("--model", str(folder), "--port", str(port))
-    assert_one_line_error(result, f"--port {port} on 127.0.0.1 cannot be used", "pass another --port")
-    assert_one_line_error(app("--model", str(folder), "--port", "70000"), "--port 70000 is not a port number")
-    assert_one_line_error(
-        app("--model", str(folder), "--host", "999.1.1.1"), "--host 999.1.1.1 is not an address of this machine"
-    )
-    start = time.monotonic()
-    assert_one_line_error(app("--model", str(tmp_path / "runs" / "mistyped")), "does not exist")
-    assert_one_line_error(app("--model", "tests/mistyped-hub"), "--model tests/mistyped-hub does not exist")
-    assert time.monotonic() - start < 60  # no Hub lookups with retries
-
-
-def test_the_demo_page_takes_a_model_of_any_shape(tokenizer):
-    pytest.importorskip("gradio")
-    import gradio as gr
-    from PIL import Image
-
-    from conftest import tiny_model
-    from hf_tiny_transformer.app.page import TranslationApp, build_app
-
-    for layers in (1, 3):
-        model = tiny_model(vocab_size=len(tokenizer), encoder_layers=layers, decoder_layers=layers)
-        app = build_app(model, tokenizer, ["I eat cake."])  # a one-layer model used to crash its layer slider
-        (slider,) = [block for block in app.blocks.values() if isinstance(block, gr.Slider)]
-        assert (slider.value, slider.maximum, slider.visible) == (layers - 1, max(layers - 1, 1), layers > 1)
-        for kind in ("encoder", "decoder", "cross"):
-            *_, (_, image, _) = TranslationApp(model, tokenizer).translate_and_draw("I eat cake.", kind, layers - 1)
-            assert isinstance(image, Image.Image) and image.width > 100, (layers, kind)
-
-
 def test_a_copy_of_the_folder_loads(folder, tmp_path):
     """The loader's checks pass a good folder (and its copy) without a word on stderr."""
     shutil.copytree(folder, tmp_path / "copy")
     result = run_command("translate", "--model", str(tmp_path / "copy"), "I like tea.")
     assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
-
-
-# Folders checked before they cost: a config far larger than its weights, a tokenizer that fails on ordinary text, a
-# pickled checkpoint, code named by the tokenizer's files, a Hub id out of reach, beams that cannot fit.
 
 
 def test_a_config_far_larger_than_its_weights_is_refused_before_the_model_is_built(folder, monkeypatch):
@@ -259,3 +214,53 @@ def test_num_beams_too_large_in_generation_config_json_is_reported_against_that_
         "fix it there, or pass --num_beams",
     )
     assert run_command("translate", "--model", str(folder), "--num_beams", "2", "I like tea.").returncode == 0
+
+
+# Damage that a trained model's folder shows only when it translates: NaN, impossible settings, no padding token
+
+
+@pytest.fixture
+def trained_copy(trained_demo_model, tmp_path):
+    """A copy of the trained demo model's folder, to damage."""
+    return shutil.copytree(trained_demo_model, tmp_path / "model")
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("layer_norm_eps", "config.json's layer_norm_eps is not a finite number; fix it or save the model again"),
+        (
+            "weights",
+            "model.safetensors holds NaN or infinity in model.encoder.embed_tokens.weight; save a trained model again",
+        ),
+    ],
+)
+def test_nan_in_the_config_or_the_weights_is_one_line_not_blank_translations(trained_copy, damage, message):
+    if damage == "layer_norm_eps":
+        config = json.loads((trained_copy / "config.json").read_text())
+        (trained_copy / "config.json").write_text(json.dumps({**config, "layer_norm_eps": math.nan}))
+    else:
+        weights = load_file(trained_copy / "model.safetensors")
+        weights["model.encoder.embed_tokens.weight"][5, 3] = math.nan  # the tied table: lm_head.weight too
+        save_file(weights, trained_copy / "model.safetensors", metadata={"format": "pt"})
+    assert_one_line_error(
+        run_command("translate", "--model", str(trained_copy), "I eat cake."), f"--model {trained_copy}: {message}"
+    )
+
+
+def test_zero_beams_in_the_generation_config_is_one_line(trained_copy):
+    settings = json.loads((trained_copy / "generation_config.json").read_text())
+    (trained_copy / "generation_config.json").write_text(json.dumps({**settings, "num_beams": 0}))
+    assert_one_line_error(
+        run_command("translate", "--model", str(trained_copy), "I eat cake."),
+        f"--model {trained_copy}: generation_config.json's num_beams must be a whole number of at least 1, got 0; "
+        "fix it",
+    )
+
+
+def test_a_tokenizer_without_its_config_is_one_line(trained_copy):
+    (trained_copy / "tokenizer_config.json").unlink()
+    assert_one_line_error(
+        run_command("translate", "--model", str(trained_copy), "I eat cake."),
+        f"--model {trained_copy}: the tokenizer has no padding token (tokenizer_config.json is missing or names none)",
+    )

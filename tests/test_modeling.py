@@ -1,4 +1,7 @@
-"""Numbers, masks and equivalences of the model, against references written straight from the paper."""
+"""The model (modeling_tiny_transformer.py): its numbers, masks and equivalences against references written
+straight from the paper; its own loss and gradients; and its input checks, which refuse only what would otherwise
+give a silently wrong result or a crash deep inside torch, and are no stricter than transformers about the rest
+(keywords it does not use pass)."""
 
 import math
 
@@ -7,7 +10,7 @@ import torch
 
 from conftest import tiny_config, tiny_model
 from hf_tiny_transformer import TinyTransformerModel
-from hf_tiny_transformer.modeling_tiny_transformer import MultiHeadAttention, sinusoidal_table
+from hf_tiny_transformer.modeling_tiny_transformer import MultiHeadAttention, shift_tokens_right, sinusoidal_table
 
 
 def test_sinusoidal_table_is_the_papers_formula_interleaved():
@@ -258,3 +261,199 @@ def test_encoder_outputs_skip_the_encoder(model, batch):
         encoder_outputs=tuple(encoder_outputs.values()), attention_mask=batch["attention_mask"], labels=batch["labels"]
     )
     torch.testing.assert_close(as_tuple.logits, with_outputs.logits)
+
+
+# The model's own loss and gradients: plain cross-entropy over the labelled tokens, as transformers' models.
+
+
+def test_decoder_inputs_are_labels_shifted_right(model):
+    labels = torch.tensor([[11, 12, 2], [13, 2, -100]])
+    expected = torch.tensor([[1, 11, 12], [1, 13, 2]])
+    assert torch.equal(model.prepare_decoder_input_ids_from_labels(labels), expected)
+    assert torch.equal(shift_tokens_right(torch.tensor([[5, -100, -100]]), 0, 1), torch.tensor([[1, 5, 0]]))
+
+
+def test_loss_is_mean_cross_entropy_over_labelled_tokens_and_ignores_minus_100(model, batch):
+    out = model(**batch)
+    logits, labels = out.logits, batch["labels"]
+    kept = labels != -100
+    expected = torch.nn.functional.cross_entropy(logits[kept], labels[kept])
+    torch.testing.assert_close(out.loss, expected)
+    # what the decoder reads at a position whose label is -100 changes that position's logits, not the loss
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+    changed = decoder_input_ids.clone()
+    changed[1, 3] = 7  # row 1's labels are [14, 2, -100, -100]
+    again = model(**batch, decoder_input_ids=changed)
+    assert not torch.allclose(again.logits[1, 3], out.logits[1, 3])
+    torch.testing.assert_close(again.logits[1, :3], out.logits[1, :3])
+    torch.testing.assert_close(again.loss, out.loss)
+
+
+def test_num_items_in_batch_turns_the_loss_into_a_sum_divided_by_it(model, batch):
+    mean = model(**batch).loss
+    summed = model(**batch, num_items_in_batch=torch.tensor(100)).loss
+    torch.testing.assert_close(summed, mean * 6 / 100)
+
+
+def test_the_model_makes_the_logits_asked_for():
+    """logits_to_keep as transformers' models take it: 0 all positions, 1 the last (generate's), an empty tensor
+    none (the training loss's); the positions kept are the full logits' own."""
+    model, batch = (
+        tiny_model(),
+        {"input_ids": torch.tensor([[5, 6, 2]]), "decoder_input_ids": torch.tensor([[1, 7, 8]])},
+    )
+    full = model(**batch).logits
+    assert full.shape == (1, 3, model.config.vocab_size)
+    torch.testing.assert_close(model(**batch, logits_to_keep=1).logits, full[:, -1:])
+    assert model(**batch, logits_to_keep=torch.tensor([], dtype=torch.long)).logits.shape == (1, 0, full.shape[-1])
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(batch):
+    grads = []
+    for checkpointing in (False, True):
+        model = tiny_model(dropout=0.0)
+        model.train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert all(layer.gradient_checkpointing for layer in model.model.encoder.layers)
+        model(**batch).loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name])
+
+
+def test_the_padding_row_gets_gradient_only_through_the_output_projection(batch):
+    """The header's difference 3: nn.Embedding's padding_idx stops the lookup's gradient, not the tied lm_head's."""
+    for tied in (True, False):
+        model = tiny_model(tie_word_embeddings=tied, dropout=0.0)
+        model.train()
+        model(**batch).loss.backward()
+        embedding_gradient = model.model.encoder.embed_tokens.weight.grad[0]
+        assert bool(embedding_gradient.abs().sum() > 0) is tied
+        assert model.lm_head.weight.grad[0].abs().sum() > 0
+
+
+def test_a_tiny_model_overfits_a_few_pairs_until_greedy_reproduces_them():
+    torch.manual_seed(0)
+    pairs = [([5, 6, 7], [20, 21, 22]), ([8, 9], [23, 24, 25, 26]), ([10, 11, 12, 13], [27, 28])]
+    model = tiny_model(seed=0, init_std=0.02, dropout=0.0)
+    model.train()
+    input_ids = torch.zeros(3, 5, dtype=torch.long)
+    labels = torch.full((3, 5), -100)
+    for i, (source, target) in enumerate(pairs):
+        input_ids[i, : len(source) + 1] = torch.tensor(source + [2])
+        labels[i, : len(target) + 1] = torch.tensor(target + [2])
+    attention_mask = (input_ids != 0).long()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
+    for _ in range(150):
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    generated = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8)
+    for i, (_, target) in enumerate(pairs):
+        assert generated[i, 1 : len(target) + 2].tolist() == target + [2]
+
+
+# Bad input to forward and generate
+
+
+SOURCE = torch.tensor([[5, 6, 7, 2]])
+
+
+DECODER = torch.tensor([[1, 5]])
+
+
+def test_source_longer_than_the_positional_table(model):
+    too_long = torch.full((1, 65), 5)
+    with pytest.raises(
+        ValueError, match="input_ids reaches position 65 but max_position_embeddings is 64; pass truncation=True"
+    ):
+        model(input_ids=too_long, decoder_input_ids=DECODER)
+    with pytest.raises(ValueError, match="max_position_embeddings is 64"):
+        model.generate(input_ids=too_long, max_new_tokens=2)
+    embeddings = model.get_input_embeddings()(too_long)
+    with pytest.raises(ValueError, match="input_ids reaches position 65"):
+        model(inputs_embeds=embeddings, decoder_input_ids=DECODER)
+
+
+def test_generation_longer_than_the_positional_table(model):
+    with pytest.raises(ValueError, match="decoder_input_ids reaches position 65 .* lower max_new_tokens"):
+        model.generate(input_ids=SOURCE, max_new_tokens=80, min_new_tokens=80)
+
+
+@pytest.mark.parametrize("bad_id", [50, 1000, -1])
+def test_token_id_outside_the_vocabulary(model, bad_id):
+    with pytest.raises(ValueError, match=rf"input_ids holds token id {bad_id}, outside \[0, vocab_size=50\)"):
+        model(input_ids=torch.tensor([[5, bad_id, 2]]), decoder_input_ids=DECODER)
+    with pytest.raises(ValueError, match=rf"decoder_input_ids holds token id {bad_id}"):
+        model(input_ids=SOURCE, decoder_input_ids=torch.tensor([[1, bad_id]]))
+    if bad_id >= 0:
+        with pytest.raises(ValueError, match="outside"):
+            model.generate(input_ids=torch.tensor([[5, bad_id, 2]]), max_new_tokens=2)
+
+
+def test_attention_mask_of_the_wrong_shape(model):
+    """A mask of another shape would broadcast over the wrong tokens (another batch size) or fail deep in torch."""
+    with pytest.raises(
+        ValueError, match=r"attention_mask has shape \(1, 3\) but the sequences it masks have shape \(1, 4\)"
+    ):
+        model(input_ids=SOURCE, attention_mask=torch.ones(1, 3), decoder_input_ids=DECODER)
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 4\)"):
+        model(input_ids=SOURCE, attention_mask=torch.ones(2, 4), decoder_input_ids=DECODER)
+    with pytest.raises(ValueError, match=r"decoder_attention_mask has shape \(1, 5\)"):
+        model(input_ids=SOURCE, decoder_input_ids=DECODER, decoder_attention_mask=torch.ones(1, 5))
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(4,\)"):
+        model(input_ids=SOURCE, attention_mask=torch.ones(4), decoder_input_ids=DECODER)
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        model.generate(input_ids=SOURCE, attention_mask=torch.ones(1, 7, dtype=torch.long), max_new_tokens=2)
+
+
+def test_zero_length_input(model):
+    """Attention over no keys is NaN: an empty sequence is refused."""
+    empty = torch.zeros(1, 0, dtype=torch.long)
+    with pytest.raises(ValueError, match="input_ids is empty; every sequence needs at least one token"):
+        model(input_ids=empty, decoder_input_ids=DECODER)
+    with pytest.raises(ValueError, match="decoder_input_ids is empty"):
+        model(input_ids=SOURCE, decoder_input_ids=empty)
+    with pytest.raises(ValueError, match="input_ids is empty"):
+        model.generate(input_ids=empty, max_new_tokens=2)
+
+
+def test_forward_needs_one_decoder_input(model):
+    with pytest.raises(ValueError, match="exactly one of decoder_input_ids or decoder_inputs_embeds .*labels"):
+        model(input_ids=SOURCE)
+    with pytest.raises(ValueError, match="exactly one of decoder_input_ids or decoder_inputs_embeds"):
+        model(input_ids=SOURCE, decoder_input_ids=DECODER, decoder_inputs_embeds=model.get_input_embeddings()(DECODER))
+
+
+def test_forward_needs_one_source(model):
+    with pytest.raises(ValueError, match="exactly one of input_ids or inputs_embeds"):
+        model(decoder_input_ids=DECODER)
+    with pytest.raises(ValueError, match="exactly one of input_ids or inputs_embeds"):
+        model(input_ids=SOURCE, inputs_embeds=model.get_input_embeddings()(SOURCE), decoder_input_ids=DECODER)
+
+
+def test_keywords_the_model_does_not_use_pass_as_in_transformers_models(model):
+    """generate() hands forward() its own keywords (its tokenizer for stop strings, among others); refusing them would
+    break those features, so the model leaves them alone, as MarianMTModel does."""
+    expected = model(input_ids=SOURCE, decoder_input_ids=DECODER).logits
+    for extra in ({"tokenizer": object()}, {"some_future_flag": True}, {"position_ids": torch.arange(2)}):
+        torch.testing.assert_close(model(input_ids=SOURCE, decoder_input_ids=DECODER, **extra).logits, expected)
+        torch.testing.assert_close(
+            model.model(input_ids=SOURCE, decoder_input_ids=DECODER, **extra).last_hidden_state,
+            model.model(input_ids=SOURCE, decoder_input_ids=DECODER).last_hidden_state,
+        )
+
+
+@pytest.mark.parametrize(
+    "inputs, error",
+    [
+        (dict(input_ids=SOURCE.float(), decoder_input_ids=DECODER), RuntimeError),  # torch: indices must be integers
+        (dict(input_ids=SOURCE, labels=torch.tensor([[5.0, 2.0]])), RuntimeError),  # torch's cross_entropy
+    ],
+)
+def test_what_the_library_and_torch_catch_is_left_to_them(model, inputs, error):
+    with pytest.raises(error):
+        model(**inputs)

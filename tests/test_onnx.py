@@ -1,6 +1,7 @@
-"""The ONNX export (hf_tiny_transformer.serving.onnx): the graphs' translations equal generate()'s tokens in float32
-(greedy and beam 4) for the trained demo model and a fresh model of the real recipes' shape; int8 close to float32
-on the demo test set; onnxruntime as the third engine of every front door; the export command's checks."""
+"""The ONNX engine (hf_tiny_transformer/serving/onnx.py, `tiny-transformer export-onnx`): the graphs' translations
+equal generate()'s tokens in float32 (greedy and beam 4) for the trained demo model and a fresh model of the real
+recipes' shape; int8 close to float32 on the demo test set; onnxruntime as the third engine of every front door; the
+export command's checks; a damaged export, or one of another kind, is one line naming the file and the fix."""
 
 import json
 import shutil
@@ -10,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from conftest import assert_one_line_error, folder_digest, run_command, run_script
+from conftest import assert_one_line_error, copy_folder, folder_digest, load_demo_model, run_command, run_script
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape, train_tokenizer
 from hf_tiny_transformer.evaluation import scores
 from hf_tiny_transformer.serving.engines import load_translator
@@ -20,14 +21,6 @@ from hf_tiny_transformer.serving.translator import TransformersTranslator
 pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
 
 
-@pytest.fixture(scope="module")
-def demo_export(trained_demo_model, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("onnx") / "demo"
-    model = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model)
-    export_onnx(model, AutoTokenizer.from_pretrained(trained_demo_model), folder, quantization="int8")
-    return folder
-
-
 def tokens(model, tokenizer, sentences: list[str], beams: int) -> list[list[int]]:
     batch = tokenizer(sentences, return_tensors="pt", padding=True)
     with torch.inference_mode():
@@ -35,10 +28,10 @@ def tokens(model, tokenizer, sentences: list[str], beams: int) -> list[list[int]
 
 
 @pytest.mark.parametrize("beams", [1, 4])
-def test_the_export_translates_to_generates_tokens(trained_demo_model, demo_export, demo_files, beams):
+def test_the_export_translates_to_generates_tokens(trained_demo_model, demo_onnx_int8, demo_files, beams):
     model = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model).eval()
     tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
-    exported = OnnxTranslator(demo_export, compute_type="float32").model
+    exported = OnnxTranslator(demo_onnx_int8, compute_type="float32").model
     sentences = (demo_files / "validation.en").read_text(encoding="utf-8").splitlines()[:16]
     assert tokens(exported, tokenizer, sentences, beams) == tokens(model, tokenizer, sentences, beams)
 
@@ -60,48 +53,44 @@ def test_a_fresh_model_of_the_recipes_shape_exports_exactly(tmp_path):
     assert (config["model_type"], config["d_model"], config["decoder_layers"]) == ("marian", 256, 3)
 
 
-def test_int8_translates_the_demo_test_set_within_half_a_bleu_of_float32(demo_export, demo_files):
+def test_int8_translates_the_demo_test_set_within_half_a_bleu_of_float32(demo_onnx_int8, demo_files):
     sources = (demo_files / "test.en").read_text(encoding="utf-8").splitlines()
     references = (demo_files / "test.ja").read_text(encoding="utf-8").splitlines()
     result = {}
     for compute_type in ("float32", "int8"):
-        translations = OnnxTranslator(demo_export, compute_type=compute_type).translate(sources, num_beams=1)
+        translations = OnnxTranslator(demo_onnx_int8, compute_type=compute_type).translate(sources, num_beams=1)
         result[compute_type] = scores(translations, references, "ja")
     assert result["float32"]["exact_match"] > 50, result
     assert abs(result["int8"]["bleu"] - result["float32"]["bleu"]) <= 0.5, result
 
 
-def test_onnx_is_an_engine_of_every_front_door(trained_demo_model, demo_export, demo_files):
+def test_onnx_is_an_engine_of_every_front_door(trained_demo_model, demo_onnx_int8, demo_files):
     sentence = "My mother really likes green tea. She reads books."
-    expected = TransformersTranslator(*load_pair(trained_demo_model)).translate([sentence], num_beams=1)
+    expected = TransformersTranslator(*load_demo_model(trained_demo_model)).translate([sentence], num_beams=1)
     assert (
-        load_translator(str(demo_export), engine="onnx", compute_type="float32").translate([sentence], num_beams=1)
+        load_translator(str(demo_onnx_int8), engine="onnx", compute_type="float32").translate([sentence], num_beams=1)
         == expected
     )
-    result = run_command("translate", "--engine", "onnx", "--compute_type", "float32", "--model", str(demo_export),
+    result = run_command("translate", "--engine", "onnx", "--compute_type", "float32", "--model", str(demo_onnx_int8),
                          "--num_beams", "1", sentence)  # fmt: skip
     assert result.returncode == 0 and result.stdout.splitlines() == expected, result.stderr[-2000:]
     evaluated = run_script(
-        "evaluate_model.py", "--engine", "onnx", "--model", str(demo_export), "--source_file",
+        "evaluate_model.py", "--engine", "onnx", "--model", str(demo_onnx_int8), "--source_file",
         str(demo_files / "validation.en"), "--reference_file", str(demo_files / "validation.ja"), "--num_beams", "1",
     )  # fmt: skip
     scores = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert (scores["engine"], scores["compute_type"]) == ("onnx", "int8") and scores["exact_match"] > 50, scores
 
 
-def load_pair(folder):
-    return AutoModelForSeq2SeqLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
-
-
-def test_the_export_command_refuses_what_it_cannot_do(trained_demo_model, demo_export, tmp_path):
-    before = folder_digest(demo_export)
+def test_the_export_command_refuses_what_it_cannot_do(trained_demo_model, demo_onnx_int8, tmp_path):
+    before = folder_digest(demo_onnx_int8)
     assert_one_line_error(
-        run_command("export-onnx", "--model", str(trained_demo_model), "--output_dir", str(demo_export)),
-        f"--output_dir {demo_export} already holds a model",
+        run_command("export-onnx", "--model", str(trained_demo_model), "--output_dir", str(demo_onnx_int8)),
+        f"--output_dir {demo_onnx_int8} already holds a model",
     )
     assert_one_line_error(
-        run_command("translate", "--model", str(demo_export), "I eat cake."),
-        f"--model {demo_export} is an ONNX export, not a model folder",
+        run_command("translate", "--model", str(demo_onnx_int8), "I eat cake."),
+        f"--model {demo_onnx_int8} is an ONNX export, not a model folder",
         "--engine onnx",
     )
     assert_one_line_error(
@@ -117,7 +106,7 @@ def test_the_export_command_refuses_what_it_cannot_do(trained_demo_model, demo_e
         "compute type 'int8' is not one",
         "it was exported without --quantization int8",
     )
-    assert folder_digest(demo_export) == before
+    assert folder_digest(demo_onnx_int8) == before
 
 
 # A damaged export, or one of the other kind: one line naming the file and the fix, before any work
@@ -202,8 +191,8 @@ DAMAGED_ONNX_EXPORTS = [
 
 
 @pytest.mark.parametrize(("damage", "problem"), DAMAGED_ONNX_EXPORTS)
-def test_a_damaged_onnx_export_is_one_line_naming_the_file_and_the_fix(demo_export, tmp_path, damage, problem):
-    folder = shutil.copytree(demo_export, tmp_path / "export")
+def test_a_damaged_onnx_export_is_one_line_naming_the_file_and_the_fix(demo_onnx_int8, tmp_path, damage, problem):
+    folder = shutil.copytree(demo_onnx_int8, tmp_path / "export")
     damage(folder)
     assert_one_line_error(
         run_command("translate", "--engine", "onnx", "--model", str(folder), "I like green tea."),
@@ -212,11 +201,8 @@ def test_a_damaged_onnx_export_is_one_line_naming_the_file_and_the_fix(demo_expo
     )
 
 
-def test_a_ctranslate2_export_given_to_the_onnx_engine_names_the_engine_to_use(trained_demo_model, tmp_path):
-    pytest.importorskip("ctranslate2", reason="the [serve] extra is not installed")
-    from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
-
-    folder = export_ctranslate2(*load_pair(trained_demo_model), tmp_path / "ct2")
+def test_a_ctranslate2_export_given_to_the_onnx_engine_names_the_engine_to_use(demo_ct2, tmp_path):
+    folder = copy_folder(demo_ct2["float32"], tmp_path / "ct2")
     problem = (
         f"--engine onnx --model {folder}: {folder} is a CTranslate2 export, not an ONNX one; translate with it with "
         "the ctranslate2 engine (--engine ctranslate2)"
@@ -225,27 +211,6 @@ def test_a_ctranslate2_export_given_to_the_onnx_engine_names_the_engine_to_use(t
     assert_one_line_error(run_command(*translate), problem)
     edited_settings(lambda settings: settings.pop("format"))(folder)  # as exports before the format key
     assert_one_line_error(run_command(*translate), problem)
-
-
-@pytest.mark.parametrize(
-    ("damage", "problem"),
-    [
-        pytest.param(removed("tokenizer.json"), "tokenizer.json is missing", id="no tokenizer.json"),
-        pytest.param(removed("onnx/decoder_model_merged.onnx"), "onnx/decoder_model_merged.onnx is missing",
-                     id="no decoder graph"),
-        pytest.param(removed("config.json"), "config.json is missing", id="no config.json"),
-    ],
-)  # fmt: skip
-def test_the_browser_page_refuses_an_export_it_cannot_serve_before_writing(demo_export, tmp_path, damage, problem):
-    folder = shutil.copytree(demo_export, tmp_path / "export")
-    damage(folder)
-    page = tmp_path / "page"
-    assert_one_line_error(
-        run_command("browser-page", "--model", str(folder), "--output_dir", str(page)),
-        f"--model {folder}: {folder}/{problem}",
-        EXPORT_AGAIN,
-    )
-    assert not page.exists()
 
 
 # The onnx packages' import: "install" only where one is not installed

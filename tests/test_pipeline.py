@@ -13,7 +13,7 @@ TEXTS = ["I really like green tea.", "The cat is sleeping on the sofa.", "Do you
 
 @pytest.fixture
 def text_model(text_model):
-    """The random model, its output left as generate() gives it (casing is tested in test_front_doors.py)."""
+    """The random model, its output left as generate() gives it (casing is tested in test_text.py)."""
     text_model.generation_config.english_casing = False
     text_model.generation_config._from_model_config = False  # kept when saved and loaded again
     return text_model

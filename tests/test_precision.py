@@ -142,7 +142,7 @@ def small_run(demo_files, output_dir, *extra: str) -> list[str]:
 
 
 def test_bf16_asked_for_trains_on_this_cpu_as_a_user_runs_it(demo_files, tmp_path):
-    """The issue's case: 2 steps in bf16, no --use_cpu, on whatever CPU runs the suite (emulated where it must)."""
+    """2 steps in bf16, no --use_cpu, on whatever CPU runs the suite (emulated where it must)."""
     result = run_script("train.py", *small_run(demo_files, tmp_path / "run", "--precision", "bf16"), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

@@ -1,5 +1,7 @@
-"""save_pretrained / from_pretrained, Auto classes, remote code in a process without the package, bad folders."""
+"""save_pretrained / from_pretrained (the Auto classes, half precision, remote code in a process without the
+package) and the library's own errors for bad folders."""
 
+import copy
 import importlib
 import json
 import os
@@ -7,7 +9,8 @@ import textwrap
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from safetensors.torch import load_file
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 
 import hf_tiny_transformer
 from conftest import MODEL_FOLDER_FILES, run_without_package
@@ -15,13 +18,18 @@ from hf_tiny_transformer import (
     TinyTransformerConfig,
     TinyTransformerForConditionalGeneration,
     TinyTransformerModel,
+    TranslationPipeline,
     model_card,
     save_for_hub,
 )
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
+
+
 MASK = (SOURCE != 0).long()
+
+
 DECODER = torch.tensor([[1, 11, 12], [1, 13, 14]])
 
 
@@ -164,3 +172,75 @@ def test_resize_token_embeddings_keeps_the_ties(model):
     assert model.model.decoder.embed_tokens.weight is shared and model.lm_head.weight is shared
     out = model(input_ids=torch.tensor([[55, 2]]), decoder_input_ids=torch.tensor([[1, 59]]))
     assert out.logits.shape == (1, 2, 60)
+
+
+# Saving after the pipeline was built, and saving twice
+
+
+def hub_card(model):
+    return model_card(model, source_lang="en", target_lang="ja", training_data="test sentences")
+
+
+def test_a_model_saves_after_the_pipeline_function_built_a_pipeline_of_it(text_model, tokenizer, tmp_path):
+    pipeline(
+        "translation",
+        model=text_model,
+        config=text_model.config,
+        tokenizer=tokenizer,
+        pipeline_class=TranslationPipeline,
+    )
+    text_model.save_pretrained(tmp_path / "model")
+    saved = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert saved["custom_pipelines"]["translation"]["pt"] == ["AutoModelForSeq2SeqLM"]
+    save_for_hub(text_model, tokenizer, tmp_path / "hub", hub_card(text_model))
+    assert TinyTransformerConfig.from_pretrained(tmp_path / "hub").custom_pipelines == saved["custom_pipelines"]
+
+
+def test_saving_twice_leaves_the_models_weights_and_no_temporary_files(model, tmp_path):
+    """A save over an earlier one replaces every file whole: the weights read back equal to the model's."""
+    model.save_pretrained(tmp_path)
+    model.save_pretrained(tmp_path)
+    assert not [p for p in tmp_path.parent.iterdir() if ".saving-" in p.name]
+    weights = load_file(tmp_path / "model.safetensors")
+    for name, value in model.state_dict().items():
+        if name in weights:
+            assert torch.equal(weights[name], value), name
+
+
+# Half precision: every loading path gives the tokens of the float32 model cast the same way
+
+
+def generate(model):
+    return model.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=8, min_new_tokens=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_loads_give_the_tokens_of_the_cast_model(model, tmp_path, dtype):
+    model.save_pretrained(tmp_path / "float32")
+    cast = copy.deepcopy(model).to(dtype)
+    expected = generate(cast)
+    cast.save_pretrained(tmp_path / "cast")
+    from_config = AutoModelForSeq2SeqLM.from_config(model.config, dtype=dtype)
+    from_config.load_state_dict(cast.state_dict())
+    loaded = {
+        "from_pretrained": AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "float32", dtype=dtype),
+        "device_map": AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "float32", dtype=dtype, device_map="auto"),
+        "from_config": from_config,
+        "saved after .to()": AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "cast"),
+    }
+    for path, half in loaded.items():
+        assert half.dtype == dtype, path
+        assert torch.equal(generate(half.eval()), expected), path
+
+
+def test_half_precision_as_remote_code_gives_the_tokens_of_the_cast_model(model, tmp_path):
+    model.save_pretrained(tmp_path / "folder")
+    script = (
+        "import json, sys, torch\nfrom transformers import AutoModelForSeq2SeqLM\n"
+        "model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True, dtype=torch.bfloat16)\n"
+        f"source = torch.tensor({SOURCE.tolist()})\n"
+        "print(json.dumps(model.generate(input_ids=source, attention_mask=(source != 0).long(), max_new_tokens=8, "
+        "min_new_tokens=8).tolist()))"
+    )
+    got = json.loads(run_without_package(script, str(tmp_path / "folder"), cwd=tmp_path))
+    assert got == generate(copy.deepcopy(model).to(torch.bfloat16)).tolist()

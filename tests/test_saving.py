@@ -182,6 +182,17 @@ def test_a_save_removes_the_leftovers_of_dead_processes_only(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(["model", *others])
 
 
+def test_a_staging_folder_nested_by_an_older_save_goes_with_the_next_good_save(tmp_path):
+    """Saves before version 0.2 nested a staged save in another: a kill left `..name.saving-PID-x.saving-PID-y`."""
+    dead = 2**22 + 1  # above any pid this machine gives (pid_max is at most 2^22)
+    nested = tmp_path / f"..hub.saving-{dead}-0a1b2c3d.saving-{dead}-4e5f6a7b"
+    nested.mkdir()
+    (nested / "model.safetensors").write_bytes(b"half written")
+    with saving.staged_folder(tmp_path / "hub") as staging:
+        (staging / "config.json").write_text("{}")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["hub"]
+
+
 def test_an_old_folder_left_aside_by_a_killed_fallback_save_is_put_back(tmp_path):
     folder = tmp_path / "model"
     write_files(tmp_path / f".model.replaced-{dead_pid()}-0a1b2c3d", OLD)
@@ -380,6 +391,30 @@ def test_a_hub_folder_save_killed_at_any_step_loads_as_the_old_model_or_the_new_
     assert seen == {"old", "new"} and kill_after > 3
 
 
+def test_a_failed_hub_folder_save_leaves_the_earlier_folder_as_it_was(text_model, tokenizer, tmp_path, monkeypatch):
+    """The tooling's saves (save_for_hub: train.py's hub folder, averaging, the exports) are all or nothing; a plain
+    `model.save_pretrained` writes in place, as the library's own models do."""
+    from hf_tiny_transformer import model_card, save_for_hub
+
+    card = model_card(text_model, source_lang="en", target_lang="ja", training_data="test sentences")
+    folder = save_for_hub(text_model, tokenizer, tmp_path / "hub", card)
+    before = folder_digest(folder)
+    text_model.config.notes = {"a set cannot be JSON"}
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        save_for_hub(text_model, tokenizer, folder, card)
+    assert folder_digest(folder) == before
+    del text_model.config.notes
+
+    def killed_while_writing(tensors, filename, metadata=None):
+        open(filename, "wb").write(b"half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("transformers.modeling_utils.safe_save_file", killed_while_writing)
+    with pytest.raises(KeyboardInterrupt):
+        save_for_hub(text_model, tokenizer, folder, card)
+    assert folder_digest(folder) == before
+
+
 def test_a_pipe_or_device_as_the_destination_is_written_into_not_replaced(tmp_path):
     import stat
     import threading
@@ -449,18 +484,16 @@ def other_model(trained_demo_model, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def exports(trained_demo_model, other_model, tmp_path_factory) -> dict[tuple[str, str], Path]:
-    """{("a" or "b", "onnx" or "ctranslate2"): the export}: model A's int8, model B's float32, each written into an
-    empty folder by its command."""
-    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+def exports(demo_onnx_int8, demo_ct2, other_model, tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """{("a" or "b", "onnx" or "ctranslate2"): the export}: model A's int8 (the trained demo model's exports),
+    model B's float32, written into an empty folder by its command."""
     pytest.importorskip("ctranslate2", reason="the [ctranslate2] extra is not installed")
     root = tmp_path_factory.mktemp("exports")
-    folders = {}
-    for name, model, quantization in (("a", trained_demo_model, "int8"), ("b", other_model, "float32")):
-        for kind in ("onnx", "ctranslate2"):
-            folders[name, kind] = root / name / kind
-            command = ["--model", str(model), "--output_dir", str(folders[name, kind]), "--quantization", quantization]
-            succeeded(run_command(f"export-{kind}", *command, timeout=300))
+    folders = {("a", "onnx"): demo_onnx_int8, ("a", "ctranslate2"): demo_ct2["int8"]}
+    for kind in ("onnx", "ctranslate2"):
+        folders["b", kind] = root / "b" / kind
+        command = ["--model", str(other_model), "--output_dir", str(folders["b", kind]), "--quantization", "float32"]
+        succeeded(run_command(f"export-{kind}", *command, timeout=300))
     return folders
 
 

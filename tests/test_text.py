@@ -1,7 +1,10 @@
-"""Text around the model: sentence splitting, hard splits, segments and join, English casing; invisible characters,
-which no front door lets change a translation; the encodings text files are read in."""
+"""Text around the model (text_tiny_transformer.py and data/files.py): sentence splitting, hard splits, segments
+and join, English casing; a text longer than the model takes, translated sentence by sentence the same way at every
+front door (the pipeline, every engine's translator, the translate command, evaluate_model.py, the app); invisible
+characters, which no front door lets change a translation; the encodings text files are read in."""
 
 import codecs
+import json
 import logging
 import sys
 import unicodedata
@@ -9,9 +12,11 @@ import unicodedata
 import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from conftest import assert_one_line_error, run_command, run_script
+from conftest import run_tool, tiny_model
+from hf_tiny_transformer import TranslationPipeline
 from hf_tiny_transformer.data.files import read_lines
 from hf_tiny_transformer.errors import UsageError
+from hf_tiny_transformer.serving.translator import TransformersTranslator
 from hf_tiny_transformer.text_tiny_transformer import (
     Segment,
     english_casing,
@@ -49,6 +54,8 @@ ENGLISH_SENTENCES = [
     ("Hello world. no punctuation at the end", ["Hello world.", "no punctuation at the end"]),
     ("No punctuation at all", ["No punctuation at all"]),
 ]
+
+
 JAPANESE_SENTENCES = [
     ("今日は晴れ。明日は雨！本当？うん", ["今日は晴れ。", "明日は雨！", "本当？", "うん"]),
     ("本当！？すごい。", ["本当！？", "すごい。"]),
@@ -64,6 +71,8 @@ JAPANESE_SENTENCES = [
     (unicodedata.normalize("NFKC", "本当！？すごい！ありがとう？はい"), ["本当!?", "すごい!", "ありがとう?", "はい"]),
     ("文です。終わりなし", ["文です。", "終わりなし"]),
 ]
+
+
 SPLIT_CASES = [("en", text, expected) for text, expected in ENGLISH_SENTENCES] + [
     ("ja", text, expected) for text, expected in JAPANESE_SENTENCES
 ]
@@ -223,6 +232,182 @@ def test_english_casing(text, expected):
     assert english_casing(expected) == expected
 
 
+# A text longer than the model takes, at every front door: each sentence translated once and in order, paragraphs kept,
+# English output cased; empty text gives empty text.
+
+
+ENGLISH_PARAGRAPHS = [
+    "I really like green tea. The cat is sleeping on the sofa. She doesn't drink coffee in the morning. "
+    "We read three books last year. Do you like dogs? My brother bought 2 tickets for 1500 yen.",
+    "He said, \"Let's play catch.\" I can't tell who will arrive first. The cat is sleeping on the sofa. "
+    "I really like green tea! Do you like dogs? We read three books last year.",
+]
+
+
+JAPANESE_PARAGRAPHS = [
+    "私は緑茶が本当に好きです。猫がソファの上で寝ています。彼女は朝コーヒーを飲みません。"
+    "私たちは去年本を三冊読みました。犬が好きですか？兄はチケットを2枚1500円で買った。",
+    "彼は「キャッチボールをしよう」と言った。誰が一番に着くか私には分かりません。猫がソファの上で寝ています。"
+    "私は緑茶が本当に好きです！犬が好きですか？私たちは去年本を三冊読みました。",
+]
+
+
+DOCUMENTS = {"en": "\n\n".join(ENGLISH_PARAGRAPHS), "ja": "\n\n".join(JAPANESE_PARAGRAPHS)}
+
+
+MAX_POSITIONS = 24  # the model's positional table: each paragraph is longer, each sentence fits
+
+
+@pytest.fixture
+def short_model(tokenizer):
+    """A random model of the test tokenizer's vocabulary and a short positional table, whose output is joined with
+    spaces and left uncased."""
+    model = tiny_model(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS)
+    model.generation_config.target_lang, model.generation_config.english_casing = "en", False
+    model.generation_config._from_model_config = False  # kept in a saved folder
+    return model
+
+
+@pytest.fixture
+def short_model_folder(short_model, tokenizer, tmp_path):
+    short_model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    return tmp_path / "model"
+
+
+def expected_document(document: str, lang: str, translate_one) -> str:
+    """The translation of `document` sentence by sentence, each sentence translated alone: what a front door must
+    give for a text longer than the model takes. Checks first that the text is too long and has 12 sentences."""
+    paragraphs = document.split("\n\n")
+    assert all(len(sentences(paragraph, lang)) == 6 for paragraph in paragraphs)
+    return "\n\n".join(
+        " ".join(translate_one(s.strip()) for s in sentences(paragraph, lang)) for paragraph in paragraphs
+    )
+
+
+def assert_too_long(tokenizer, document: str):
+    for paragraph in document.split("\n\n"):
+        assert len(tokenizer(paragraph)["input_ids"]) > MAX_POSITIONS
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_pipeline_translates_a_long_document_sentence_by_sentence(short_model, tokenizer, lang, caplog):
+    document = DOCUMENTS[lang]
+    assert_too_long(tokenizer, document)
+    translate = TranslationPipeline(model=short_model, tokenizer=tokenizer)
+    expected = expected_document(document, lang, lambda sentence: translate(sentence)[0]["translation_text"])
+    assert translate(document)[0]["translation_text"] == expected
+    assert (
+        f"longer than the model takes at once ({MAX_POSITIONS} tokens): translated sentence by sentence" in caplog.text
+    )
+    caplog.clear()
+    first, second = sentences(document.split("\n\n")[0], lang)[:2]
+    assert translate(first + second)[0]["translation_text"]  # two short sentences: split, but not too long
+    assert "longer than the model takes" not in caplog.text
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_transformers_translator_translates_a_long_document_sentence_by_sentence(short_model, tokenizer, lang):
+    translator = TransformersTranslator(short_model, tokenizer)
+    document = DOCUMENTS[lang]
+    expected = expected_document(document, lang, lambda sentence: translator.translate([sentence], batch_size=1)[0])
+    assert translator.translate([document], batch_size=1) == [expected]
+    assert (
+        translator([document, "", "  \n "], batch_size=1)
+        == [{"translation_text": expected}] + [{"translation_text": ""}] * 2
+    )
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_ctranslate2_translator_translates_a_long_document_sentence_by_sentence(
+    short_model, tokenizer, tmp_path, lang
+):
+    from hf_tiny_transformer.serving.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    export_ctranslate2(short_model, tokenizer, tmp_path / "ct2")
+    translator = CTranslate2Translator(tmp_path / "ct2", compute_type="float32")
+    document = DOCUMENTS[lang]
+    expected = expected_document(document, lang, lambda sentence: translator.translate([sentence], batch_size=1)[0])
+    assert translator.translate([document, ""], batch_size=1) == [expected, ""]
+
+
+def run_ok(tool: str, *arguments: str):
+    """A training script (`evaluate_model.py`) or a command (`translate`) run as a user runs it (a forked child),
+    which must succeed."""
+    result = run_tool(tool, *arguments, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_translate_and_evaluate_model_py_translate_long_documents_whole(
+    short_model, tokenizer, short_model_folder, tmp_path
+):
+    """The translate command: a document given as an argument comes back whole; evaluate_model.py: a file line that
+    holds a paragraph longer than the model takes is translated sentence by sentence, one output line for it."""
+    translator = TransformersTranslator(short_model, tokenizer)
+    expected = {
+        lang: expected_document(DOCUMENTS[lang], lang, lambda s: translator.translate([s], batch_size=1)[0])
+        for lang in DOCUMENTS
+    }
+    result = run_ok(
+        "translate", "--model", str(short_model_folder), "--batch_size", "1", DOCUMENTS["en"], DOCUMENTS["ja"]
+    )
+    assert result.stdout == f"{expected['en']}\n{expected['ja']}\n"
+    assert "translated sentence by sentence" in result.stderr
+
+    (tmp_path / "source.txt").write_text("\n".join(ENGLISH_PARAGRAPHS + JAPANESE_PARAGRAPHS) + "\n", encoding="utf-8")
+    (tmp_path / "reference.txt").write_text("a\nb\nc\nd\n")
+    scores = run_ok(
+        "evaluate_model.py",
+        "--model",
+        str(short_model_folder),
+        "--source_file",
+        str(tmp_path / "source.txt"),
+        "--reference_file",
+        str(tmp_path / "reference.txt"),
+        "--batch_size",
+        "1",
+        "--output_file",
+        str(tmp_path / "out.txt"),
+    )
+    assert json.loads(scores.stdout.splitlines()[-1])["sentences"] == 4
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == [
+        *expected["en"].split("\n\n"),
+        *expected["ja"].split("\n\n"),
+    ]
+
+
+def test_the_demo_page_translates_a_long_text_whole_and_says_so(short_model, tokenizer):
+    pytest.importorskip("gradio")
+    from hf_tiny_transformer.app.page import TranslationApp
+
+    demo = TranslationApp(short_model, tokenizer)
+    *growing, (translation, picture, note) = demo.translate_and_draw(DOCUMENTS["en"], "cross", 1)
+    assert growing and all(picture is None for _, picture, _ in growing)  # the translation grew, then the picture
+    assert translation == TransformersTranslator(short_model, tokenizer).translate([DOCUMENTS["en"]])[0]
+    assert "translated in 12 pieces, sentence by sentence" in note and picture.size[0] > 100
+    assert list(demo.translate_and_draw("  ", "cross", 1)) == [("", None, "")]
+
+
+def test_english_output_is_cased_unless_the_generation_config_says_no(short_model, tokenizer):
+    """The models are trained on lowercased text: English output gets capitals at sentence starts and for I."""
+    front_doors = {
+        "translator": lambda: TransformersTranslator(short_model, tokenizer).translate(ENGLISH_PARAGRAPHS[:1])[0],
+        "pipeline": lambda: TranslationPipeline(model=short_model, tokenizer=tokenizer)(ENGLISH_PARAGRAPHS[0])[0][
+            "translation_text"
+        ],
+    }
+    for name, translate in front_doors.items():
+        short_model.generation_config.english_casing = False
+        raw = translate()
+        short_model.generation_config.english_casing = None  # the default: cased where the target is English
+        cased = translate()
+        assert cased == english_casing(raw) and cased != raw, name
+        short_model.generation_config.target_lang = "ja"  # another target language: left as generated
+        assert translate().replace(" ", "") == raw.replace(" ", ""), name  # uncased; pieces joined without spaces
+        short_model.generation_config.target_lang = "en"
+
+
 # Invisible characters: one of each kind; each, put into "I like green tea.", changed the demo model's translation.
 INVISIBLE = {
     "zero-width space": "\u200b",
@@ -241,6 +426,8 @@ INVISIBLE = {
     "NUL": "\0",
     "other control characters": "\x01\x1b\x7f\x9b",
 }
+
+
 PLAIN = "I like green tea."
 
 
@@ -290,33 +477,32 @@ ENGINES = ["pipeline", "transformers", "transformers, streamed", "ctranslate2", 
 
 
 @pytest.fixture(scope="module", params=ENGINES)
-def hostile_translations(request, trained_demo_model, tmp_path_factory) -> dict[str, str]:
+def hostile_translations(request, trained_demo_model) -> dict[str, str]:
     """The translations of "I like green tea." and of it with each kind of invisible character, by one engine of
     the trained demo model (the exports in float32); one batch an engine."""
-    from hf_tiny_transformer import TranslationPipeline
-    from hf_tiny_transformer.serving.ctranslate2 import CTranslate2Translator, export_ctranslate2
-    from hf_tiny_transformer.serving.onnx import OnnxTranslator, export_onnx
-    from hf_tiny_transformer.serving.translator import TransformersTranslator
+    texts = [PLAIN] + [with_invisible(characters) for characters in INVISIBLE.values()]
+    if request.param in ("ctranslate2", "onnx"):
+        export = request.getfixturevalue("demo_ct2" if request.param == "ctranslate2" else "demo_onnx")
+        if request.param == "ctranslate2":
+            from hf_tiny_transformer.serving.ctranslate2 import CTranslate2Translator
 
+            translations = CTranslate2Translator(export["float32"], compute_type="float32").translate(texts)
+        else:
+            from hf_tiny_transformer.serving.onnx import OnnxTranslator
+
+            translations = OnnxTranslator(export, compute_type="float32").translate(texts)
+        return dict(zip(["plain", *INVISIBLE], translations, strict=True))
     model = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model).eval()
     tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
-    texts = [PLAIN] + [with_invisible(characters) for characters in INVISIBLE.values()]
-    folder = tmp_path_factory.mktemp("exports")
     if request.param == "pipeline":
         translations = [
             result["translation_text"] for result in TranslationPipeline(model=model, tokenizer=tokenizer)(texts)
         ]
     elif request.param == "transformers":
         translations = TransformersTranslator(model, tokenizer).translate(texts)
-    elif request.param == "transformers, streamed":
+    else:
         translator = TransformersTranslator(model, tokenizer)
         translations = [list(translator.stream(text))[-1] for text in texts]
-    elif request.param == "ctranslate2":
-        export_ctranslate2(model, tokenizer, folder / "ct2")
-        translations = CTranslate2Translator(folder / "ct2", compute_type="float32").translate(texts)
-    else:
-        export_onnx(model, tokenizer, folder / "onnx")
-        translations = OnnxTranslator(folder / "onnx", compute_type="float32").translate(texts)
     return dict(zip(["plain", *INVISIBLE], translations, strict=True))
 
 
@@ -324,41 +510,6 @@ def hostile_translations(request, trained_demo_model, tmp_path_factory) -> dict[
 def test_invisible_characters_do_not_change_a_translation(hostile_translations, kind):
     assert hostile_translations["plain"]  # a real translation
     assert hostile_translations[kind] == hostile_translations["plain"]
-
-
-def test_the_demo_page_ignores_invisible_characters(trained_demo_model):
-    """A text of invisible characters only is an empty text (it was a crash: no piece to draw)."""
-    from hf_tiny_transformer.app.page import TranslationApp
-    from hf_tiny_transformer.loading import load_model_folder
-
-    demo = TranslationApp(*load_model_folder(str(trained_demo_model)))
-    assert list(demo.translate_and_draw("\u200b\ufeff", "cross", 1)) == [("", None, "")]
-    assert demo.pieces(with_invisible("\u200b\u202e")) == [PLAIN]
-
-
-def test_attention_pictures_are_of_the_text_without_its_invisible_characters(trained_demo_model):
-    from hf_tiny_transformer.app.visualization import attention_weights
-    from hf_tiny_transformer.loading import load_model_folder
-
-    model, tokenizer = load_model_folder(str(trained_demo_model))
-    plain = attention_weights(model, tokenizer, PLAIN)
-    hostile = attention_weights(model, tokenizer, with_invisible("\u200b\u2066"))
-    assert (hostile.source_tokens, hostile.target_text) == (plain.source_tokens, plain.target_text)
-    given = attention_weights(model, tokenizer, PLAIN, target=f"\ufeff{plain.target_text}\u200b\0")
-    assert given.target_tokens == plain.target_tokens
-
-
-def test_visualize_draws_the_text_without_its_invisible_characters(trained_demo_model, tmp_path):
-    model = str(trained_demo_model)
-    plain = run_command("visualize", "--model", model, "--source", PLAIN, "--output_dir", str(tmp_path / "plain"))
-    hostile = with_invisible("\u200b\u202e\0")
-    drawn = run_command("visualize", "--model", model, "--source", hostile, "--output_dir", str(tmp_path / "hostile"))
-    assert plain.returncode == drawn.returncode == 0, drawn.stderr[-2000:]
-    assert drawn.stdout.splitlines()[:2] == plain.stdout.splitlines()[:2]  # the tokens drawn, source and target
-    invisible_only = run_command(
-        "visualize", "--model", model, "--source", "\u200b", "--output_dir", str(tmp_path / "x")
-    )
-    assert_one_line_error(invisible_only, "--source is empty; pass a sentence")
 
 
 # Files: UTF-8, or the encoding a byte-order mark names; UTF-16 without a mark is refused.
@@ -388,27 +539,3 @@ def test_a_utf16_file_without_a_byte_order_mark_is_refused_with_the_fix(tmp_path
         f"--source_file {path} looks like {name} text without a byte-order mark; convert it to UTF-8, e.g. with "
         f"iconv -f {name} -t UTF-8"
     )
-
-
-def test_a_file_in_utf16_is_translated_as_in_utf8_and_without_a_mark_is_one_line(trained_demo_model, tmp_path):
-    references = tmp_path / "references.ja"
-    references.write_text("a\nb\nc\n", encoding="utf-8")
-    outputs = {}
-    for name, data in {
-        "utf-8": ("\n".join(LINES) + "\n").encode(),
-        "utf-16": encoded_with_its_mark("\n".join(LINES) + "\n", "utf-16-le"),
-    }.items():
-        (tmp_path / name).write_bytes(data)
-        result = run_script(
-            "evaluate_model.py", "--model", str(trained_demo_model), "--source_file", str(tmp_path / name),
-            "--reference_file", str(references), "--output_file", str(tmp_path / f"{name}.ja"),
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr[-2000:]
-        outputs[name] = (tmp_path / f"{name}.ja").read_text(encoding="utf-8")
-    assert outputs["utf-16"] == outputs["utf-8"] and len(outputs["utf-8"].splitlines()) == 3
-    (tmp_path / "no-mark").write_bytes("\n".join(LINES).encode("utf-16-le"))
-    refused = run_script(
-        "evaluate_model.py", "--model", str(trained_demo_model), "--source_file", str(tmp_path / "no-mark"),
-        "--reference_file", str(references),
-    )  # fmt: skip
-    assert_one_line_error(refused, f"--source_file {tmp_path / 'no-mark'} looks like UTF-16LE text", "iconv -f")

@@ -1,28 +1,35 @@
-"""training/train.py and training/evaluate_model.py: data sources, recipes, the model card, faults, resume, torchrun,
-time budgets, learning. The scripts run as a user runs them (a forked child for short runs, a fresh process else)."""
+"""training/train.py (and hf_tiny_transformer/trainer/: arguments, setup, the output lock, the run's record): data
+sources, recipes, the model card, lengths checked before the work, the model saved before the test set is
+translated, an output folder never overwritten or shared, torchrun, time budgets, progress output at a terminal and
+in a log, learning; bad arguments and files are one line each, before any work. The script runs as a user runs it (a
+forked child, or a fresh process where a terminal or torchrun needs one)."""
 
 import json
 import os
-import re
-import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainer
 
 from conftest import (
     AVX2,
     HUB_FOLDER_FILES,
+    ROOT,
     SMALL_MODEL,
+    apply_changes,
     assert_one_line_error,
+    assert_refused_before_any_work,
+    copy_folder,
     fake_cpuinfo,
     few_steps,
     folder_digest,
+    mode_flags,
+    run_in_terminal,
     run_script,
     run_without_package,
 )
@@ -30,8 +37,6 @@ from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_sh
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 from hf_tiny_transformer.marian import marian_of_the_same_shape
 from hf_tiny_transformer.trainer.arguments import parse_arguments
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def train(arguments: list[str]):
@@ -109,6 +114,39 @@ def test_training_writes_a_hub_folder_with_test_metrics_in_its_card(demo_files, 
     assert not list((out / "hub").glob("*.bin"))
 
 
+def test_a_small_positional_table_with_default_lengths_trains_evaluates_and_saves(demo_files, tmp_path):
+    """max_position_embeddings 64 and every length left at its default: an untrained model translates the test
+    set to the longest length the table allows, and everything is saved."""
+    out = tmp_path / "run"
+    test_files = [
+        "--test_source_file", f"{demo_files}/validation.en", "--test_target_file", f"{demo_files}/validation.ja",
+        "--do_predict", "true",
+    ]  # fmt: skip  # flag-value pairs side by side
+    train(few_steps(demo_files, out, "--vocab_size", "400", *test_files))
+    assert {"test_bleu", "test_chrf"} <= set(json.loads((out / "metrics.json").read_text()))
+    arguments = ["--model", str(out / "hub"), "--source_file", f"{demo_files}/validation.en"]
+    arguments += ["--reference_file", f"{demo_files}/validation.ja", "--num_beams", "1"]
+    evaluated = run_script("evaluate_model.py", *arguments, "--output_file", str(tmp_path / "hypotheses"), timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert len((tmp_path / "hypotheses").read_text().splitlines()) == 40
+
+
+def test_the_model_is_saved_before_the_test_set_is_translated(demo_files, tmp_path, monkeypatch):
+    def dies(*args, **kwargs):
+        raise RuntimeError("killed while translating the test set")
+
+    monkeypatch.setattr(Seq2SeqTrainer, "predict", dies)  # in the forked child too
+    out = tmp_path / "run"
+    test_files = [
+        "--test_source_file", f"{demo_files}/validation.en", "--test_target_file", f"{demo_files}/validation.ja",
+        "--do_predict", "true",
+    ]  # fmt: skip  # flag-value pairs side by side
+    result = run_script("train.py", *few_steps(demo_files, out, "--vocab_size", "400", *test_files), timeout=300)
+    assert result.returncode == 1 and "killed while translating" in result.stderr
+    model = AutoModelForSeq2SeqLM.from_pretrained(out / "hub")
+    assert model.config.d_model == 32 and (out / "hub" / "tokenizer.json").is_file()
+
+
 # AutoTokenizer in a process that has not imported the package: the ids of the given texts, and every question the
 # library asked on the way (input() recorded, not answered: a question would wait for a person at a terminal).
 LOAD_TOKENIZER = (
@@ -121,12 +159,13 @@ LOAD_TOKENIZER = (
 )
 
 
-def test_a_runs_tokenizers_load_with_autotokenizer_without_the_package_and_without_a_question(demo_files, tmp_path):
+def test_a_runs_tokenizers_load_with_autotokenizer_without_the_package_and_without_a_question(
+    checkpointed_run, tmp_path
+):
     """The tokenizer folder of a run (`--tokenizer_name`) as it is; the hub folder as the model is loaded, with
     trust_remote_code=True (transformers 5 reads the model's config.json in AutoTokenizer, and asks about its code
     when the caller has not said): the same ids as in training, and no question."""
-    out = tmp_path / "run"
-    train(few_steps(demo_files, out))
+    out = checkpointed_run
     texts = ["I like green tea.", "私は緑茶が好きです。", "鬱 🍵"]
     expected = AutoTokenizer.from_pretrained(out / "tokenizer")(texts)["input_ids"]
     for folder, options in ((out / "tokenizer", {}), (out / "hub", {"trust_remote_code": True})):
@@ -147,9 +186,8 @@ def test_json_lines_and_datasets_sources(demo_files, tmp_path):
     assert "data: {'train': 'a stream'}" in streamed.stderr
 
 
-def test_fine_tuning_a_saved_model_and_training_from_a_config(demo_files, tmp_path):
-    first = tmp_path / "first"
-    train(few_steps(demo_files, first))
+def test_fine_tuning_a_saved_model_and_training_from_a_config(checkpointed_run, demo_files, tmp_path):
+    first = checkpointed_run  # 4 steps of the small model
     data = ["--train_source_file", str(demo_files / "train.en"), "--train_target_file", str(demo_files / "train.ja")]
     common = ["--max_steps", "2", "--save_strategy", "no", "--disable_tqdm", "true", *data]
     tuned = tmp_path / "tuned"
@@ -162,18 +200,6 @@ def test_fine_tuning_a_saved_model_and_training_from_a_config(demo_files, tmp_pa
     args = ["--config_name", str(first / "hub"), "--tokenizer_name", str(first / "hub"), "--output_dir", str(scratch)]
     train(args + common)
     assert json.loads((scratch / "hub" / "config.json").read_text())["d_model"] == 32
-
-
-def run_train_py(args: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """train.py in a fresh process, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, str(ROOT / "training" / "train.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-        **kwargs,
-    )
 
 
 def test_an_output_dir_holding_a_model_is_not_overwritten(demo_files, tmp_path):
@@ -202,12 +228,11 @@ HOLD_LOCK = (
 )
 
 
-def test_a_run_into_an_output_dir_that_another_run_holds_is_refused(demo_files, tmp_path):
+def test_a_run_into_an_output_dir_that_another_run_holds_is_refused(checkpointed_run, demo_files, tmp_path):
     """Two runs into one folder: while the first holds it, the second is one line and exit 2 before it writes
     anything, whether the folder is still empty or holds the first run's model (which --overwrite_output_dir would
     otherwise remove)."""
-    finished, empty = tmp_path / "finished", tmp_path / "empty"
-    train(few_steps(demo_files, finished))
+    finished, empty = copy_folder(checkpointed_run, tmp_path / "finished"), tmp_path / "empty"
     for out, flags in ((finished, ["--overwrite_output_dir", "true"]), (empty, [])):
         holder = subprocess.Popen(
             [sys.executable, "-c", HOLD_LOCK, str(out / ".train.lock")], stdout=subprocess.PIPE, text=True
@@ -225,101 +250,15 @@ def test_a_run_into_an_output_dir_that_another_run_holds_is_refused(demo_files, 
 
 def test_a_lock_left_by_a_killed_run_is_taken_over_with_a_warning(demo_files, tmp_path):
     out = tmp_path / "run"
-    killed = subprocess.Popen(
-        [sys.executable, str(ROOT / "training" / "train.py"), *few_steps(demo_files, out, "--max_steps", "100000")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 300
-    while not (out / "tokenizer").is_dir() and time.time() < deadline:  # written after the lock is taken
-        assert killed.poll() is None, "the run ended before it could be killed"
-        time.sleep(0.05)
-    killed.send_signal(signal.SIGKILL)
-    killed.wait()
+    killed = run_script(
+        "train.py", *few_steps(demo_files, out, "--max_steps", "100000"), timeout=300,
+        kill_when=lambda: (out / "tokenizer").is_dir(),  # written after the lock is taken
+    )  # fmt: skip
+    assert killed.returncode == -9, "the run ended before it could be killed"
     assert (out / ".train.lock").read_text().strip() == str(killed.pid)
     result = train(few_steps(demo_files, out))
     assert f"--output_dir {out}: taking over the lock of process {killed.pid}" in result.stderr
     assert (out / "hub" / "model.safetensors").is_file() and not (out / ".train.lock").exists()
-
-
-def mode_flags(metrics: dict) -> list[str]:
-    """train.py's flag that repeats the mode a run recorded in its metrics.json (the precision; the attention goes
-    with it)."""
-    return ["--precision", metrics["precision"]]
-
-
-def test_a_run_killed_mid_training_resumes_to_the_same_parameters(demo_files, tmp_path):
-    steps = ["--max_steps", "24", "--save_strategy", "steps", "--save_steps", "8", "--learning_rate", "0.003"]
-    full = tmp_path / "full"
-    assert run_train_py(few_steps(demo_files, full, *steps)).returncode == 0
-    # the interrupted run trains in the mode the full run's trial chose (bf16 on a CPU where it pays): each run's own
-    # trial may choose differently on a busy machine, and another mode is another run, not a resumed one
-    steps += mode_flags(json.loads((full / "metrics.json").read_text()))
-
-    killed = tmp_path / "killed"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "training" / "train.py"),
-            *few_steps(demo_files, killed, *steps),
-            "--dataloader_num_workers",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 300
-    while not (killed / "checkpoint-8" / "trainer_state.json").exists() and time.time() < deadline:
-        assert process.poll() is None, "the run ended before it could be killed"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (killed / "hub").exists(), "the run must have been killed before it finished"
-
-    resumed = run_train_py(
-        few_steps(demo_files, killed, *steps, "--resume_from_checkpoint", "true", "--log_level", "info")
-    )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert re.search(r"Resuming training from checkpoint with epoch \d+ and global step (8|16)", resumed.stderr)
-    expected = load_file(full / "hub" / "model.safetensors")
-    got = load_file(killed / "hub" / "model.safetensors")
-    for name in expected:
-        # float noise only: Adam turns the ~1e-9 gradients of the key biases (zero in exact arithmetic) into
-        # steps of any sign, so allow 2e-4; a resume that lost the optimizer state or the data order is off by ~1e-2
-        torch.testing.assert_close(got[name], expected[name], atol=2e-4, rtol=1e-3, msg=name)
-
-
-def test_a_run_killed_after_its_last_checkpoint_resumes_to_its_final_model_metrics_and_test_scores(
-    demo_files, tmp_path
-):
-    """A kill between the last checkpoint and the save of `hub` (simulated: the finished run's hub and metrics removed,
-    a dead process's staging folder left): the resume trains nothing and writes them, the average as the recipe
-    says; resumed again, it leaves them as they are."""
-    out = tmp_path / "run"
-    test_split = ["--test_source_file", str(demo_files / "validation.en"), "--test_target_file"]
-    flags = [
-        *test_split, str(demo_files / "validation.ja"), "--do_predict", "true", "--generation_max_length", "16",
-        "--save_strategy", "steps", "--save_steps", "2", "--average_checkpoints", "2",
-    ]  # fmt: skip  # flag-value pairs side by side
-    train(few_steps(demo_files, out, *flags))
-    finished = load_file(out / "hub" / "model.safetensors")
-    shutil.rmtree(out / "hub")
-    (out / "metrics.json").unlink()
-    (out / ".hub.saving-999999999-0123abcd").mkdir()  # the staging folder of the killed save
-
-    resumed = train(few_steps(demo_files, out, *flags, "--resume_from_checkpoint", "true"))
-    assert "the final model is the average of checkpoint-2, checkpoint-4" in resumed.stderr
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["train_steps"] == 4 and {"test_bleu", "test_chrf"} <= set(metrics)
-    assert "| bleu |" in (out / "hub" / "README.md").read_text()
-    assert not (out / ".hub.saving-999999999-0123abcd").exists()
-    got = load_file(out / "hub" / "model.safetensors")
-    assert got.keys() == finished.keys() and all(torch.equal(got[name], finished[name]) for name in finished)
-
-    before = folder_digest(out)
-    again = train(few_steps(demo_files, out, *flags, "--resume_from_checkpoint", "true"))
-    assert "has trained all 4 steps of the run: nothing to train" in again.stderr
-    assert folder_digest(out) == before
 
 
 # train.py as torchrun runs it, except that process 1 records every file it writes, renames or removes under the
@@ -503,3 +442,177 @@ def test_a_time_budget_fixes_the_steps_and_the_same_run_repeats_with_max_steps(d
     first, second = (load_file(tmp_path / run / "hub" / "model.safetensors") for run in ("budget", "repeat"))
     for name in first:
         torch.testing.assert_close(second[name], first[name], msg=name)
+
+
+# Progress output: a bar at a terminal, lines in a log
+
+
+def progress_flags(demo_files, output_dir) -> list[str]:
+    """train.py's flags for 8 steps of the small model, a logging line every 4."""
+    flags = few_steps(demo_files, output_dir, "--max_steps", "8", "--logging_steps", "4")
+    at = flags.index("--disable_tqdm")
+    del flags[at : at + 2]  # the flag and its value: train.py decides by where its output goes
+    return flags
+
+
+def test_training_at_a_terminal_shows_a_progress_bar_with_elapsed_time_and_eta(demo_files, tmp_path):
+    script = [sys.executable, str(ROOT / "training" / "train.py")]
+    output = run_in_terminal([*script, *progress_flags(demo_files, tmp_path / "run")])
+    bars = [line for line in output.split("\r") if "/8 [" in line]
+    assert bars and any("<" in bar and ("it/s]" in bar or "s/it]" in bar) for bar in bars), output[-2000:]
+
+
+def test_training_into_a_log_file_writes_progress_lines_not_bars(demo_files, tmp_path):
+    result = run_script("train.py", *progress_flags(demo_files, tmp_path / "run"), timeout=300)  # into files
+    text = result.stdout + result.stderr
+    assert result.returncode == 0, text[-3000:]
+    assert "\r" not in text
+    assert "step 4/8 (50%)" in text and "elapsed, about" in text and "left, loss" in text
+
+
+# Bad arguments and files: one line each, before any work
+
+
+def train_args(root) -> list[str]:
+    """The few-step flags, each flag once (a case replaces one), with 2 steps."""
+    arguments = few_steps(root / "data", root / "outputs" / "new_run")
+    arguments[arguments.index("--max_steps") + 1] = "2"
+    return arguments
+
+
+TRAIN_CASES = {
+    "max_steps 0": (["--max_steps", "0"], "--max_steps must be positive"),
+    "zero epochs": (["--max_steps", "-1", "--num_train_epochs", "0"], "--num_train_epochs must be positive"),
+    "batch size 0": (["--per_device_train_batch_size", "0"], "--per_device_train_batch_size must be at least 1"),
+    "eval batch size 0": (["--per_device_eval_batch_size", "0"], "--per_device_eval_batch_size must be at least 1"),
+    "accumulation 0": (["--gradient_accumulation_steps", "0"], "--gradient_accumulation_steps must be at least 1"),
+    "beams 0": (["--generation_num_beams", "0"], "--generation_num_beams must be at least 1"),
+    "source length 0": (["--max_source_length", "0"], "--max_source_length must be at least 1"),
+    "target longer than the model": (
+        ["--max_target_length", "100"],
+        "--max_target_length 100 is longer than the model can take (64",
+    ),
+    "generation longer than the model": (
+        ["--generation_max_length", "128"],
+        "--generation_max_length 128 is longer than the model can take (65",
+    ),
+    "vocabulary too small": (["--vocab_size", "10"], "--vocab_size must be at least 261"),
+    "negative learning rate": (["--learning_rate", "-1"], "--learning_rate must be a positive number"),
+    "misspelled override": (
+        ["--config_overrides", "d_modle=32"],
+        "--config_overrides d_modle=32: key d_modle isn't in the original config dict",
+    ),
+    "override without value": (["--config_overrides", "d_model"], "write key=value pairs separated by commas"),
+    "override of the wrong type": (["--config_overrides", "dropout=high"], "could not convert string to float: 'high'"),
+    "override out of range": (["--config_overrides", "dropout=1.5"], "field 'dropout'"),
+    "override that breaks the config": (
+        ["--config_overrides", "encoder_attention_heads=3"],
+        "divisible by encoder_attention_heads",
+    ),
+    "unknown flag": (["--learnin_rate", "0.1"], "--learnin_rate"),
+    "not a number": (["--learning_rate", "fast"], "invalid float value: 'fast'"),
+    "unknown shape": (["--shape", "huge"], "Unknown shape 'huge'"),
+    "one language": (["--target_lang", "en"], "--source_lang and --target_lang are both en"),
+    "missing file": (
+        ["--train_source_file", "/nonexistent/train.en"],
+        "--train_source_file /nonexistent/train.en does not exist",
+    ),
+    "a folder for a file": (["--train_source_file", "{root}/data"], "is not a file"),
+    "not UTF-8": (
+        ["--train_source_file", "{root}/data/latin1.txt", "--train_target_file", "{root}/data/latin1.txt"],
+        "is not UTF-8 text (line 1)",
+    ),
+    "empty file": (["--train_source_file", "{root}/data/empty.txt"], "is empty"),
+    "uneven files": (["--train_source_file", "{root}/data/three.txt"], "has 3 lines but"),
+    "JSON line not JSON": (
+        ["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/not_json.jsonl"],
+        "--train_file {root}/data/not_json.jsonl cannot be read (JSON parse error",
+    ),
+    "JSON line not an object": (
+        ["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/array.jsonl"],
+        "--train_file {root}/data/array.jsonl: the train split has no 'translation' column",
+    ),
+    "JSON line without the target": (
+        ["--train_source_file", None, "--train_target_file", None, "--train_file", "{root}/data/no_ja.jsonl"],
+        '--train_file {root}/data/no_ja.jsonl: a record is not {{"translation": {{"en": "...", "ja": "..."}}}}',
+    ),
+    "output_dir is a file": (["--output_dir", "{root}/a_file"], "--output_dir {root}/a_file"),
+    "output_dir with a checkpoint": (
+        ["--output_dir", "{root}/run"],
+        "--output_dir {root}/run already holds a model or checkpoints; pass --resume_from_checkpoint true",
+    ),
+    "two data sources": (["--train_file", "{root}/data/no_ja.jsonl"], "pass one source of train data, not"),
+    "resume and overwrite": (["--resume_from_checkpoint", "true", "--overwrite_output_dir", "true"], "not both"),
+    "resume without a checkpoint": (["--resume_from_checkpoint", "true"], "no complete checkpoint in"),
+    "resume from an incomplete checkpoint": (
+        ["--resume_from_checkpoint", "{root}/data"],
+        "is not a complete checkpoint",
+    ),
+    "model folder missing": (
+        ["--shape", None, "--model_name_or_path", "{root}/nothing/here"],
+        "--model_name_or_path {root}/nothing/here does not exist",
+    ),
+    "code of another model": (
+        ["--shape", None, "--model_name_or_path", "{root}/foreign"],
+        "pass --trust_remote_code to run it",
+    ),
+    "a recipe flag that does not exist": (
+        ["--time_budget_minutes", "-5"],
+        "--time_budget_minutes must be a positive number",
+    ),
+    "budget with a warmup fraction": (
+        ["--max_steps", "-1", "--time_budget_minutes", "5", "--warmup_steps", "0.1"],
+        "needs --warmup_steps in steps",
+    ),
+    "precision unknown": (["--precision", "fp8"], "argument --precision: invalid choice: 'fp8'"),
+    "learning rate not a number": (["--learning_rate", "nan"], "--learning_rate must be a positive number, got nan"),
+    "averaging without checkpoints": (
+        ["--max_steps", "6", "--average_checkpoints", "3", "--save_strategy", "no"],
+        "--average_checkpoints needs --save_strategy steps",
+    ),
+    "averaging steps not a multiple of the saves": (
+        ["--average_checkpoints", "3", "--save_strategy", "steps", "--save_steps", "4", "--max_steps", "10"],
+        "must be a multiple of --save_steps",
+    ),
+    "averaging more checkpoints than kept": (
+        [
+            "--max_steps",
+            "6",
+            "--average_checkpoints",
+            "3",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "2",
+            "--save_total_limit",
+            "2",
+        ],
+        "needs --save_total_limit 3 or more",
+    ),  # fmt: skip
+    "batch tokens 1": (["--max_steps", "6", "--batch_tokens", "1"], "--batch_tokens must be at least 2"),
+}
+
+
+@pytest.mark.parametrize("case", TRAIN_CASES)
+def test_bad_arguments_are_one_line_before_any_work(workspace, case):
+    changes, message = TRAIN_CASES[case]
+    assert_refused_before_any_work(
+        workspace, "train.py", apply_changes(train_args(workspace), changes, workspace), message
+    )
+
+
+@pytest.mark.parametrize(
+    "flags_file, message",
+    [
+        ("nothing.json", "recipe {root}/data/nothing.json does not exist"),
+        ("flags_array.json", "must hold a JSON object"),
+        ("flags_broken.json", "is not valid JSON (line 1"),
+        (
+            "flags_empty.json",
+            'flags_empty.json is empty; pass a file with a JSON object of flags ({{"flag": value, ...}})',
+        ),
+        ("unknown_flag.json", "learnin_rate is not a flag of train.py"),
+    ],
+)
+def test_a_bad_flags_file_is_one_line_before_any_work(workspace, flags_file, message):
+    assert_refused_before_any_work(workspace, "train.py", ["{root}/data/" + flags_file], message)

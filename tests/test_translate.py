@@ -1,6 +1,8 @@
-"""The translate command (`tiny-transformer translate`): what reaches the model is the text a person sees, whatever
-invisible characters, byte-order marks or encodings the arguments and standard input carry; text it cannot read is
-one line naming where it is and the fix."""
+"""The translate command (`tiny-transformer translate`): texts given as arguments or read from standard input, a line
+each, translated in order; what reaches the model is the text a person sees, whatever invisible characters,
+byte-order marks, line ends or encodings the arguments and standard input carry; text it cannot read, settings that
+cannot work and bad arguments are one line naming where the problem is and the fix; a reader that stops reading and
+Ctrl-C end it quietly."""
 
 import codecs
 import os
@@ -8,10 +10,21 @@ import signal
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
+import torch
 
-from conftest import ROOT, TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command, run_in_child
+from conftest import (
+    ROOT,
+    TINY_TRANSFORMER,
+    ScriptResult,
+    apply_changes,
+    assert_one_line_error,
+    assert_refused_before_any_work,
+    run_command,
+    run_in_child,
+)
 from hf_tiny_transformer.serving.engines import load_translator
 
 LINES = ["I eat cake.", "She reads books.", "I like green tea."]
@@ -115,3 +128,133 @@ def test_ctrl_c_between_two_lines_of_standard_input_is_one_line_and_exit_status_
         process.kill()
     assert first == "私は緑茶が好きです。\n" and rest == ""
     assert (process.returncode, stderr.strip()) == (130, "tiny-transformer translate: interrupted"), stderr[-2000:]
+
+
+def translate_piped(model, data: bytes, *arguments: str) -> ScriptResult:
+    """`printf data | tiny-transformer translate --model model ...` (a forked child reading a pipe)."""
+    return run_command("translate", "--model", str(model), *arguments, stdin=data, timeout=300)
+
+
+def succeeded(result: ScriptResult) -> ScriptResult:
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def test_translate_arguments_and_standard_input(trained_demo_model, demo_files):
+    sentences = (demo_files / "validation.en").read_text(encoding="utf-8").splitlines()[:5]
+    expected = load_translator(str(trained_demo_model)).translate(sentences)
+    given = succeeded(run_command("translate", "--model", str(trained_demo_model), *sentences[:2]))
+    assert given.stdout.splitlines() == expected[:2]
+    lines = "\n".join([sentences[2], "", sentences[3], "  ", sentences[4]]) + "\n"
+    result = succeeded(translate_piped(trained_demo_model, lines.encode(), "--batch_size", "2"))
+    assert result.stdout.splitlines() == [expected[2], "", expected[3], "", expected[4]]
+    only_blank = succeeded(run_command("translate", "--model", str(trained_demo_model), "", "  "))
+    assert only_blank.stdout == "\n\n"  # nothing to translate: blank lines
+
+
+def test_translate_reads_a_pipe_line_by_line(trained_demo_model, demo_files):
+    sentences = (demo_files / "test.en").read_text(encoding="utf-8")
+    result = succeeded(translate_piped(trained_demo_model, sentences.encode(), "--batch_size", "16"))
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(sentences.splitlines()) == 187 and all(lines)
+    references = (demo_files / "test.ja").read_text(encoding="utf-8").splitlines()
+    assert sum(line == reference for line, reference in zip(lines, references)) > 90  # in the right order
+
+
+def test_translate_refuses_standard_input_that_is_not_utf8(trained_demo_model):
+    for data in (b"I eat cake.\n\xff\xfe bad\n", Path(sys.executable).read_bytes()[:4096]):  # Latin-1 bytes, a binary
+        result = translate_piped(trained_demo_model, data)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert result.stderr.splitlines() == [
+            "tiny-transformer translate: standard input is not UTF-8 text; convert it, e.g. with iconv -t utf-8"
+        ]
+
+
+def test_a_reader_that_stops_reading_ends_translate_quietly(trained_demo_model):
+    process = subprocess.Popen(
+        [
+            TINY_TRANSFORMER,
+            "translate",
+            "--model",
+            str(trained_demo_model),
+            "--batch_size",
+            "4",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    process.stdin.write(b"I eat cake.\n" * 400)
+    process.stdin.close()
+    assert process.stdout.readline().strip()
+    process.stdout.close()  # as `| head -1` does
+    assert process.wait(timeout=300) == 0
+    assert b"Traceback" not in process.stderr.read()
+
+
+def test_a_byte_order_mark_at_the_start_of_a_pipe_is_not_text(trained_demo_model):
+    """ "I like green tea." came back as "I did not like green tea" when the mark reached the model."""
+    plain = translate_piped(trained_demo_model, b"I eat cake.\nShe reads books.\n")
+    marked = translate_piped(trained_demo_model, "\ufeffI eat cake.\nShe reads books.\n".encode())
+    assert plain.returncode == marked.returncode == 0, marked.stderr[-2000:]
+    assert marked.stdout == plain.stdout and len(plain.stdout.splitlines()) == 2
+
+
+def test_a_lone_carriage_return_inside_a_line_does_not_end_it(trained_demo_model):
+    """One line in, one line out."""
+    result = succeeded(translate_piped(trained_demo_model, b"I eat cake.\rShe reads books.\nI drink tea.\r\n"))
+    assert len(result.stdout.split("\n")) == 3  # two lines and the final line end
+
+
+def test_beams_that_cannot_fit_are_one_line_naming_the_limit(trained_demo_model):
+    result = run_command("translate", "--model", str(trained_demo_model), "--num_beams", "1000000000", "I eat cake.")
+    assert_one_line_error(result, "--num_beams 1000000000 does not fit in memory: 1 sentence x 1000000000 beams")
+    assert "beams fit at batch size 1 (lower the beams or the batch size)" in result.stderr
+
+
+def test_a_batch_size_python_cannot_count_to_is_one_line(trained_demo_model):
+    result = run_command("translate", "--model", str(trained_demo_model), "--batch_size", "9" * 20, "I eat cake.")
+    assert_one_line_error(result, f"--batch_size must be at most {sys.maxsize:,}, got {int('9' * 20):,}")
+
+
+def test_an_engine_that_does_not_exist_is_an_argument_error(trained_demo_model):
+    result = run_command("translate", "--model", str(trained_demo_model), "--engine", "tensorrt", "I eat cake.")
+    assert_one_line_error(result, "argument --engine: invalid choice: 'tensorrt'")
+
+
+def test_a_compute_type_the_transformers_engine_cannot_use_is_refused(trained_demo_model):
+    result = run_command("translate", "--model", str(trained_demo_model), "--compute_type", "int8", "I eat cake.")
+    assert_one_line_error(result, "--compute_type int8 applies to the exports (--engine ctranslate2 or onnx)")
+
+
+# Bad arguments: one line each, before any work
+
+
+TRANSLATE_CASES = {
+    "no model": (["--model", None], "the following arguments are required: --model"),
+    "model is a file": (
+        ["--model", "{root}/a_file"],
+        "--model {root}/a_file is a file; pass the model folder that holds it",
+    ),
+    "beams 0": (["--num_beams", "0"], "--num_beams must be a whole number of at least 1"),
+    "beams not whole": (["--num_beams", "2.5"], "argument --num_beams/--num-beams: invalid int value: '2.5'"),
+    "batch size 0": (["--batch_size", "0"], "--batch_size must be a whole number of at least 1"),
+    "length penalty infinite": (["--length_penalty", "inf"], "--length_penalty must be a finite number"),
+    "not a device": (["--device", "toaster"], "--device 'toaster' is not a device"),
+    "a GPU this machine lacks": (
+        ["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "mps"],
+        "this machine has no {} device; pass cpu".format("cuda" if not torch.cuda.is_available() else "mps"),
+    ),
+    "missing model": (["--model", "{root}/nothing"], "--model {root}/nothing does not exist"),
+    "missing model in a local folder": (["--model", "tests/nothing"], "--model tests/nothing does not exist"),
+    "not an export": (["--engine", "ctranslate2"], "is not a folder written by export_ctranslate2"),
+    "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
+}
+
+
+@pytest.mark.parametrize("case", TRANSLATE_CASES)
+def test_bad_arguments_are_one_line_before_any_work(workspace, case):
+    changes, message = TRANSLATE_CASES[case]
+    arguments = apply_changes(["--model", "{root}/hub", "I like tea."], changes, workspace)
+    assert_refused_before_any_work(workspace, "translate", arguments, message)

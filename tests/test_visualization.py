@@ -1,4 +1,6 @@
-"""Pictures: the right panels, the tokens as labels, and the model's own attention matrices."""
+"""The pictures (hf_tiny_transformer/app/visualization.py, `tiny-transformer visualize`): the right panels, the
+tokens as labels, and the model's own attention matrices; the text drawn is the text without its invisible
+characters; the command's bad arguments are one line each, before any work."""
 
 import builtins
 import importlib.util
@@ -8,6 +10,7 @@ import pytest
 import torch
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
+from conftest import apply_changes, assert_one_line_error, assert_refused_before_any_work, run_command
 from hf_tiny_transformer.app.visualization import attention_weights, plot_attention, plot_positional_encoding
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
 
@@ -131,3 +134,62 @@ def test_the_package_imports_without_matplotlib():
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+# The text drawn is the text a person sees: invisible characters removed
+
+PLAIN = "I like green tea."
+
+
+def with_invisible(characters: str) -> str:
+    return f"I{characters} like green tea.{characters}{characters}"
+
+
+def test_attention_pictures_are_of_the_text_without_its_invisible_characters(trained_demo_model):
+    from hf_tiny_transformer.loading import load_model_folder
+
+    model, tokenizer = load_model_folder(str(trained_demo_model))
+    plain = attention_weights(model, tokenizer, PLAIN)
+    hostile = attention_weights(model, tokenizer, with_invisible("\u200b\u2066"))
+    assert (hostile.source_tokens, hostile.target_text) == (plain.source_tokens, plain.target_text)
+    given = attention_weights(model, tokenizer, PLAIN, target=f"\ufeff{plain.target_text}\u200b\0")
+    assert given.target_tokens == plain.target_tokens
+
+
+def test_visualize_draws_the_text_without_its_invisible_characters(trained_demo_model, tmp_path):
+    model = str(trained_demo_model)
+    plain = run_command("visualize", "--model", model, "--source", PLAIN, "--output_dir", str(tmp_path / "plain"))
+    hostile = with_invisible("\u200b\u202e\0")
+    drawn = run_command("visualize", "--model", model, "--source", hostile, "--output_dir", str(tmp_path / "hostile"))
+    assert plain.returncode == drawn.returncode == 0, drawn.stderr[-2000:]
+    assert drawn.stdout.splitlines()[:2] == plain.stdout.splitlines()[:2]  # the tokens drawn, source and target
+    invisible_only = run_command(
+        "visualize", "--model", model, "--source", "\u200b", "--output_dir", str(tmp_path / "x")
+    )
+    assert_one_line_error(invisible_only, "--source is empty; pass a sentence")
+
+
+# Bad arguments: one line each, before any work
+
+VISUALIZE_CASES = {
+    "empty sentence": (["--source", " "], "--source is empty"),
+    "longer than the model": (
+        ["--source", "tea " * 70],
+        "--source has 71 tokens but the model takes at most 64; pass one sentence",
+    ),
+    "output inside the model": (["--output_dir", "{root}/hub/pictures"], "lies inside the input folder {root}/hub"),
+    "output is a file (the old spelling)": (["--out", "{root}/a_file"], "--output_dir {root}/a_file is a file"),
+    "output is a run": (
+        ["--output_dir", "{root}/run"],
+        "--output_dir {root}/run already holds a model or checkpoints; choose another --output_dir for the pictures",
+    ),
+    "missing model": (["--model", "{root}/nothing"], "--model {root}/nothing does not exist"),
+    "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
+}
+
+
+@pytest.mark.parametrize("case", VISUALIZE_CASES)
+def test_bad_arguments_are_one_line_before_any_work(workspace, case):
+    changes, message = VISUALIZE_CASES[case]
+    arguments = ["--model", "{root}/hub", "--source", "I like tea.", "--output_dir", "{root}/outputs/pictures"]
+    assert_refused_before_any_work(workspace, "visualize", apply_changes(arguments, changes, workspace), message)
