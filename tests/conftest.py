@@ -220,6 +220,7 @@ def run_script(
     folder: str = "training",
     stdin: bytes | None = None,
     kill_when: Callable[[], bool] | None = None,
+    terminal: bool = False,
 ) -> ScriptResult:
     """Run {folder}/{name} (training/train.py, benchmarks/profile_training.py) as `python {folder}/{name} args...`
     would, in a child process forked from this one (see run_in_child)."""
@@ -229,11 +230,17 @@ def run_script(
         sys.argv = [script, *args]
         runpy.run_path(script, run_name="__main__")
 
-    return run_in_child(script_main, f"{name} {' '.join(args)}", cwd, timeout, cpuinfo, stdin, kill_when)
+    return run_in_child(script_main, f"{name} {' '.join(args)}", cwd, timeout, cpuinfo, stdin, kill_when, terminal)
 
 
 def run_command(
-    name: str, *args: str, cwd=None, timeout: float = 120, cpuinfo: Path | None = None, stdin: bytes | None = None
+    name: str,
+    *args: str,
+    cwd=None,
+    timeout: float = 120,
+    cpuinfo: Path | None = None,
+    stdin: bytes | None = None,
+    terminal: bool = False,
 ) -> ScriptResult:
     """Run `tiny-transformer {name} args...` in a child process forked from this one (see run_in_child)."""
     from hf_tiny_transformer.commands import main
@@ -242,7 +249,8 @@ def run_command(
         sys.argv = ["tiny-transformer", name, *args]
         sys.exit(main([name, *args]))
 
-    return run_in_child(command_main, f"tiny-transformer {name} {' '.join(args)}", cwd, timeout, cpuinfo, stdin)
+    description = f"tiny-transformer {name} {' '.join(args)}"
+    return run_in_child(command_main, description, cwd, timeout, cpuinfo, stdin, terminal=terminal)
 
 
 def run_tool(name: str, *args: str, **kwargs) -> ScriptResult:
@@ -271,6 +279,7 @@ def run_in_child(
     cpuinfo: Path | None,
     stdin: bytes | None = None,
     kill_when: Callable[[], bool] | None = None,
+    terminal: bool = False,
 ) -> ScriptResult:
     """Call `target()` in a child process forked from this one, as the command would run in a shell.
 
@@ -280,10 +289,15 @@ def run_in_child(
     few training steps of a tiny model); the child computes on one thread, since OpenMP thread pools do not survive
     fork, and is killed when it runs longer than `timeout` seconds, or with SIGKILL (its exit status then -9) as soon
     as `kill_when()` holds. With `cpuinfo` (see fake_cpuinfo), the command runs as on a machine whose /proc/cpuinfo
-    that file is.
+    that file is. With `terminal`, its standard output and error are a terminal of 24 rows and 120 columns (as a
+    person's at a terminal), and the result's stdout is all it wrote there.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         reading, writing = os.pipe()
+        if terminal:
+            leader, follower = pty.openpty()
+            # a real terminal's size: tqdm draws nothing on one of unknown size (0 rows)
+            fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
         pid = os.fork()
         if pid == 0:  # the child: never returns into pytest
             code = 1
@@ -296,14 +310,7 @@ def run_in_child(
                     from hf_tiny_transformer import hardware
 
                     hardware.CPUINFO = str(cpuinfo)
-                logging.root.handlers.clear()  # pytest's capture handlers: the command configures its own
-                os.dup2(out.fileno(), 1)
-                os.dup2(err.fileno(), 2)
-                sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
-                for logger in map(logging.getLogger, list(logging.root.manager.loggerDict)):
-                    for handler in logger.handlers:  # a library's own (transformers'): made with pytest's stderr
-                        if type(handler) is logging.StreamHandler:
-                            handler.setStream(sys.stderr)
+                redirect_output(*((follower, follower) if terminal else (out.fileno(), err.fileno())))
                 os.chdir(cwd or ROOT)
                 target()
                 code = 0
@@ -318,6 +325,11 @@ def run_in_child(
         os.close(reading)
         # a thread writes standard input, so that input larger than the pipe does not block this loop
         threading.Thread(target=write_and_close, args=(writing, stdin or b""), daemon=True).start()
+        if terminal:  # a thread reads the terminal, so that a full one does not block the child
+            os.close(follower)
+            shown = []
+            reader = threading.Thread(target=read_terminal, args=(leader, shown), daemon=True)
+            reader.start()
         deadline = time.monotonic() + timeout
         while (finished := os.waitpid(pid, os.WNOHANG))[0] == 0:
             if kill_when is not None and kill_when():
@@ -330,9 +342,38 @@ def run_in_child(
                 raise AssertionError(f"{description} still ran after {timeout} s")
             time.sleep(0.01)
         status = finished[1]
+        if terminal:
+            reader.join()
+            os.close(leader)
+            return ScriptResult(os.waitstatus_to_exitcode(status), b"".join(shown).decode(errors="replace"), "", pid)
         out.seek(0)
         err.seek(0)
         return ScriptResult(os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode(), pid)
+
+
+def redirect_output(out: int, err: int):
+    """Point a forked child's standard output and error (the descriptors, Python's streams, the logging handlers
+    made with pytest's) at the files `out` and `err` are open on."""
+    logging.root.handlers.clear()  # pytest's capture handlers: the command configures its own
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
+    for logger in map(logging.getLogger, list(logging.root.manager.loggerDict)):
+        for handler in logger.handlers:  # a library's own (transformers'): made with pytest's stderr
+            if type(handler) is logging.StreamHandler:
+                handler.setStream(sys.stderr)
+
+
+def read_terminal(leader: int, shown: list[bytes]):
+    """Append what a program writes on a pseudo-terminal to `shown`, until it closes the terminal."""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the program ended and closed the terminal
+            return
+        if not chunk:
+            return
+        shown.append(chunk)
 
 
 def write_and_close(descriptor: int, data: bytes):
@@ -344,27 +385,12 @@ def write_and_close(descriptor: int, data: bytes):
         pass
 
 
-def run_in_terminal(arguments: list[str], timeout: float = 300) -> str:
-    """Run a command with a pseudo-terminal as stdout and stderr (as a person at a terminal would) and return all it
-    wrote there."""
-    leader, follower = pty.openpty()
-    # a real terminal's size: tqdm draws nothing on one of unknown size (0 rows)
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
-    process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, cwd=ROOT)
-    os.close(follower)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the command ended and closed the terminal
-            break
-        if not chunk:
-            break
-        output += chunk
-    process.wait(timeout=timeout)
-    os.close(leader)
-    assert process.returncode == 0, output.decode(errors="replace")[-3000:]
-    return output.decode(errors="replace")
+def run_in_terminal(name: str, *args: str, timeout: float = 300) -> str:
+    """A training script (`train.py`) or a command (`translate`) run as a person at a terminal runs it (its output
+    and errors a terminal), which must succeed: all it wrote there."""
+    result = run_tool(name, *args, timeout=timeout, terminal=True)
+    assert result.returncode == 0, result.stdout[-3000:]
+    return result.stdout
 
 
 def folder_digest(folder: Path) -> dict[str, str]:
@@ -385,33 +411,179 @@ def assert_one_line_error(result: ScriptResult, *fragments: str, code: int = 2):
         assert fragment in lines[0], lines[0]
 
 
-@pytest.fixture(scope="session")
-def demo_files(tmp_path_factory):
-    """The demo corpus as parallel text files: train (all), a 40-pair validation split, and test."""
-    from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
+# Shared builds: what tests of several files need and takes long to make (the demo corpus's trained model, its
+# exports, a checkpointed run) is made once for the whole run, pytest-xdist's workers included. At the end of
+# collection a child forked from the first worker builds what the collected tests need, in the run's shared temporary
+# folder, while the tests that need none of it run first; a fixture waits for its build. A build the child was not
+# asked for (a fixture requested by name at run time) is made by the first process that asks, the others waiting.
+# Tests copy a build before they change it.
+SHARED_BUILDS = ("trained_demo_model", "demo_ct2", "demo_onnx", "demo_onnx_int8", "checkpointed_run")
+builder_pid: int | None = None  # the child this process forked to build, if it did
 
-    folder = tmp_path_factory.mktemp("demo_data")
-    corpus = make_demo_corpus(seed=0)
-    splits = {"train": corpus["train"], "validation": corpus["test"][:40], "test": corpus["test"]}
-    for split, pairs in splits.items():
-        (folder / f"{split}.en").write_text("".join(p.english + "\n" for p in pairs), encoding="utf-8")
-        (folder / f"{split}.ja").write_text("".join(p.japanese + "\n" for p in pairs), encoding="utf-8")
+
+def pytest_collection_modifyitems(items):
+    """The tests that need a shared build run last, each group in its order, so that the builds are done when the
+    first of them starts."""
+    items.sort(key=lambda item: any(name in item.fixturenames for name in SHARED_BUILDS))
+
+
+def pytest_collection_finish(session):
+    needed = [name for name in SHARED_BUILDS if any(name in item.fixturenames for item in session.items)]
+    if needed and not session.config.option.collectonly:
+        start_builder(shared_root(session.config), needed)
+
+
+def pytest_sessionfinish(session):
+    """A worker whose builds another worker may still wait for ends only when they are done."""
+    if builder_pid is not None:
+        os.waitpid(builder_pid, 0)
+
+
+def shared_root(config) -> Path:
+    """The run's temporary folder for shared builds: pytest-xdist's workers each have theirs below the run's."""
+    base = config._tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
-@pytest.fixture(scope="session")
-def trained_demo_model(demo_files, tmp_path_factory):
-    """The hub folder of a model trained by training/train.py on the demo corpus: a smaller `make demo`
-    (d_model 64, 2+2 layers, 350 steps of 64 pairs), shared by the tests that need a model that has really learned
-    something. Tests copy it before they change it."""
-    out = tmp_path_factory.mktemp("trained_demo")
+def start_builder(root: Path, needed: list[str]):
+    """Fork the child that makes the `needed` builds, unless another worker did; builder.json says which it makes."""
+    global builder_pid
+    try:
+        os.close(os.open(root / "builder", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    builder_pid = os.fork()
+    if builder_pid == 0:  # the child: never returns into pytest
+        try:
+            with open(root / "builder.log", "w") as log:
+                redirect_output(log.fileno(), log.fileno())
+            torch.set_num_threads(1)
+            for name in SHARED_BUILDS:  # the model before its exports
+                if name in needed:
+                    make_build(root, name)
+        finally:
+            os._exit(0)
+    (root / "builder.json.tmp").write_text(json.dumps({"pid": builder_pid, "builds": needed}))
+    os.replace(root / "builder.json.tmp", root / "builder.json")
+
+
+def make_build(root: Path, name: str):
+    """Make one build into root/name; root/name.done marks it made, root/name.failed holds why it was not."""
+    try:
+        BUILDS[name](root / name, root)
+    except Exception:
+        (root / f"{name}.failed").write_text(traceback.format_exc())
+    else:
+        (root / f"{name}.done").touch()
+
+
+def shared_build(config, name: str) -> Path:
+    """root/name once it is made: made by the builder child if it was asked to, else here (the first process to
+    ask makes it, the others wait for it)."""
+    root = shared_root(config)
+    deadline = time.monotonic() + 1800
+    while (root / "builder").exists() and not (root / "builder.json").exists():
+        time.sleep(0.05)  # the worker that forked the builder is about to say what it makes
+    builder = json.loads((root / "builder.json").read_text()) if (root / "builder.json").exists() else None
+    if builder is None or name not in builder["builds"]:
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (root / f"{name}.done").exists():
+                shutil.rmtree(root / name, ignore_errors=True)
+                (root / f"{name}.failed").unlink(missing_ok=True)
+                make_build(root, name)
+    while not (root / f"{name}.done").exists():
+        if (root / f"{name}.failed").exists():
+            raise AssertionError(f"building {name} failed:\n{(root / f'{name}.failed').read_text()[-3000:]}")
+        if not alive(builder["pid"]) or time.monotonic() > deadline:
+            log = (root / "builder.log").read_text()[-3000:]
+            raise AssertionError(f"the builder of {name} ended without making it:\n{log}")
+        time.sleep(0.1)
+    return root / name
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs (not ended, nor ended and waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def write_demo_files(folder: Path) -> Path:
+    """The demo corpus as parallel text files: train (all), a 40-pair validation split, and test; written whole
+    or not at all, so that processes may race to write it."""
+    from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
+
+    if folder.exists():
+        return folder
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
+    corpus = make_demo_corpus(seed=0)
+    splits = {"train": corpus["train"], "validation": corpus["test"][:40], "test": corpus["test"]}
+    for split, pairs in splits.items():
+        (staging / f"{split}.en").write_text("".join(p.english + "\n" for p in pairs), encoding="utf-8")
+        (staging / f"{split}.ja").write_text("".join(p.japanese + "\n" for p in pairs), encoding="utf-8")
+    try:
+        staging.rename(folder)
+    except OSError:  # another process wrote it first
+        shutil.rmtree(staging)
+    return folder
+
+
+def build_trained_demo_model(folder: Path, root: Path):
+    """A smaller `make demo`: d_model 64, 2+2 layers, 350 steps of 64 pairs (train.py's output folder)."""
+    data = write_demo_files(root / "demo_data")
     larger = "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,decoder_layers=2"
     larger += ",max_position_embeddings=64"
-    arguments = few_steps(demo_files, out, "--config_overrides", larger, "--per_device_train_batch_size", "64",
+    arguments = few_steps(data, folder, "--config_overrides", larger, "--per_device_train_batch_size", "64",
                           "--max_steps", "350", "--warmup_steps", "100", "--learning_rate", "0.003")  # fmt: skip
-    result = run_script("train.py", *arguments, timeout=900)
+    result = run_script("train.py", *arguments, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
-    return out / "hub"
+
+
+def demo_model_folder(root: Path) -> Path:
+    if not (root / "trained_demo_model.done").exists():
+        raise AssertionError("the trained demo model was not made")
+    return root / "trained_demo_model" / "hub"
+
+
+def build_demo_ct2(folder: Path, root: Path):
+    """The demo model's CTranslate2 exports, by quantization: float32/ and int8/."""
+    from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
+
+    model, tokenizer = load_demo_model(demo_model_folder(root))
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    for quantization in ("float32", "int8"):
+        export_ctranslate2(model, tokenizer, folder / quantization, quantization=quantization)
+    for name, tensor in model.state_dict().items():  # the int8 export quantized copies, not the model
+        assert torch.equal(tensor, before[name]), name
+
+
+def build_demo_onnx(quantization: str):
+    def build(folder: Path, root: Path):
+        from hf_tiny_transformer.serving.onnx import export_onnx
+
+        export_onnx(*load_demo_model(demo_model_folder(root)), folder, quantization=quantization)
+
+    return build
+
+
+def build_checkpointed_run(folder: Path, root: Path):
+    """4 steps of the small model (few_steps) saving a checkpoint every 2 (train.py's output folder)."""
+    data = write_demo_files(root / "demo_data")
+    result = run_script("train.py", *few_steps(data, folder, "--save_strategy", "steps", "--save_steps", "2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+BUILDS = {
+    "trained_demo_model": build_trained_demo_model,
+    "demo_ct2": build_demo_ct2,
+    "demo_onnx": build_demo_onnx("float32"),
+    "demo_onnx_int8": build_demo_onnx("int8"),
+    "checkpointed_run": build_checkpointed_run,
+}
 
 
 def load_demo_model(folder: Path):
@@ -422,41 +594,40 @@ def load_demo_model(folder: Path):
 
 
 @pytest.fixture(scope="session")
-def demo_ct2(trained_demo_model, tmp_path_factory) -> dict[str, Path]:
+def demo_files(request):
+    """The demo corpus as parallel text files: train (all), a 40-pair validation split, and test."""
+    return write_demo_files(shared_root(request.config) / "demo_data")
+
+
+@pytest.fixture(scope="session")
+def trained_demo_model(request, demo_files):
+    """The hub folder of a model trained by training/train.py on the demo corpus: a smaller `make demo`
+    (d_model 64, 2+2 layers, 350 steps of 64 pairs), shared by the tests that need a model that has really learned
+    something. Tests copy it before they change it."""
+    return shared_build(request.config, "trained_demo_model") / "hub"
+
+
+@pytest.fixture(scope="session")
+def demo_ct2(request, trained_demo_model) -> dict[str, Path]:
     """The trained demo model's CTranslate2 exports, by quantization (float32, int8); tests copy one before they
     change it."""
-    from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
-
-    model, tokenizer = load_demo_model(trained_demo_model)
-    folder = tmp_path_factory.mktemp("ct2")
-    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    paths = {
-        quantization: export_ctranslate2(model, tokenizer, folder / quantization, quantization=quantization)
-        for quantization in ("float32", "int8")
-    }
-    for name, tensor in model.state_dict().items():  # the int8 export quantized copies, not the model
-        assert torch.equal(tensor, before[name]), name
-    return paths
-
-
-def onnx_export(trained_demo_model, folder: Path, quantization: str) -> Path:
-    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
-    from hf_tiny_transformer.serving.onnx import export_onnx
-
-    return export_onnx(*load_demo_model(trained_demo_model), folder, quantization=quantization)
+    folder = shared_build(request.config, "demo_ct2")
+    return {quantization: folder / quantization for quantization in ("float32", "int8")}
 
 
 @pytest.fixture(scope="session")
-def demo_onnx(trained_demo_model, tmp_path_factory) -> Path:
+def demo_onnx(request, trained_demo_model) -> Path:
     """The trained demo model's ONNX export in float32; tests copy it before they change it."""
-    return onnx_export(trained_demo_model, tmp_path_factory.mktemp("onnx") / "float32", "float32")
+    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+    return shared_build(request.config, "demo_onnx")
 
 
 @pytest.fixture(scope="session")
-def demo_onnx_int8(trained_demo_model, tmp_path_factory) -> Path:
+def demo_onnx_int8(request, trained_demo_model) -> Path:
     """The trained demo model's ONNX export with int8 weights (its float32 graphs beside the int8 ones); tests copy
     it before they change it."""
-    return onnx_export(trained_demo_model, tmp_path_factory.mktemp("onnx") / "int8", "int8")
+    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+    return shared_build(request.config, "demo_onnx_int8")
 
 
 @pytest.fixture(scope="session")
@@ -471,14 +642,11 @@ def demo_browser_page(demo_onnx, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def checkpointed_run(demo_files, tmp_path_factory) -> Path:
+def checkpointed_run(request, demo_files) -> Path:
     """The output folder of train.py after 4 steps of the small model (few_steps) that saved a checkpoint every 2:
     checkpoint-2 and checkpoint-4 (with their optimizer states), tokenizer/, hub/, metrics.json. Tests copy it
     (copy_folder) before they train into it or change it."""
-    out = tmp_path_factory.mktemp("checkpointed") / "run"
-    result = run_script("train.py", *few_steps(demo_files, out, "--save_strategy", "steps", "--save_steps", "2"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    return shared_build(request.config, "checkpointed_run")
 
 
 def copy_folder(folder: Path, destination: Path) -> Path:

@@ -51,6 +51,7 @@ def test_speed_benchmark_runs_and_prints_every_ratio(tmp_path):
         "--bf16",
         "--ctranslate2",
     ]
+    # a fresh process: CTranslate2's OpenMP threads do not survive a fork of a process that has used them
     result = subprocess.run(
         [*command, "--vocab_size", "512", "--output", str(output)], capture_output=True, text=True, cwd=ROOT
     )
@@ -98,13 +99,12 @@ def test_training_modes_benchmark_times_the_modes_asked_and_the_recommended_one(
         for lang in ("en", "ja"):
             (corpus / f"{name}.{lang}").write_bytes((demo_files / f"{split}.{lang}").read_bytes())
     output = tmp_path / "modes.json"
-    command = [
-        sys.executable, str(ROOT / "benchmarks" / "training_modes.py"),
+    flags = [
         "--recipe", str(ROOT / "training" / "recipes" / "en-ja.json"), "--corpus_dir", str(corpus),
         "--max_steps", "2", "--rounds", "1", "--output", str(output), "--modes", "Marian, Trainer's defaults",
         "--extra", "--vocab_size", "300", "--config_overrides", SMALL_MODEL,
     ]  # fmt: skip  # flag-value pairs side by side
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    result = run_script("training_modes.py", *flags, folder="benchmarks", timeout=600)  # it runs train.py itself
     assert result.returncode == 0, result.stderr[-2000:]
     ratios = json.loads(result.stdout.strip().splitlines()[-1])
     assert list(ratios) == ["ours, recommended", "Marian, Trainer's defaults"]  # the recommended mode always, first
@@ -131,9 +131,8 @@ def test_the_profile_runs_on_the_threads_asked_and_its_kinds_add_up(tmp_path):
     """One float32 step of a small batch on one thread: the kinds' shares make the whole, their milliseconds are the
     shares of the profiled operator time, and the table prints both, with the step's time without the profiler."""
     output = tmp_path / "profile.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "profile_training.py"), "--steps", "1", "--warmup", "1"]
-    command += ["--batch_tokens", "64", "--threads", "1", "--precision", "fp32"]
-    result = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, cwd=ROOT)
+    flags = ["--steps", "1", "--warmup", "1", "--batch_tokens", "64", "--threads", "1", "--precision", "fp32"]
+    result = run_script("profile_training.py", *flags, "--output", str(output), folder="benchmarks")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "torch uses 1 thread;" in result.stdout
     profile = json.loads(output.read_text())["fp32"]

@@ -5,12 +5,10 @@ only at a terminal; bad arguments and files one line each, before any work."""
 
 import codecs
 import json
-import sys
 
 import pytest
 
 from conftest import (
-    ROOT,
     apply_changes,
     assert_one_line_error,
     assert_refused_before_any_work,
@@ -132,7 +130,7 @@ def test_evaluation_shows_a_bar_over_sentences_only_at_a_terminal(trained_demo_m
         "--model", str(trained_demo_model), "--source_file", str(demo_files / "validation.en"),
         "--reference_file", str(demo_files / "validation.ja"), "--num_beams", "1", "--batch_size", "8",
     ]  # fmt: skip  # flag-value pairs side by side
-    at_terminal = run_in_terminal([sys.executable, str(ROOT / "training" / "evaluate_model.py"), *arguments])
+    at_terminal = run_in_terminal("evaluate_model.py", *arguments)
     assert "translating" in at_terminal and "/40 [" in at_terminal and "sentences/s]" in at_terminal
     to_file = run_ok("evaluate_model.py", *arguments)  # output into files
     assert "\r" not in to_file.stderr and "translating" not in to_file.stderr

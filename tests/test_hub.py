@@ -171,6 +171,8 @@ def test_hub_folder_generates_the_same_tokens_without_the_package(hub_folder, te
 
 
 def push(folder, *extra, env_overrides=None, tmp_path):
+    """`tiny-transformer push-to-hub` in a fresh process whose environment names no Hub token or address of the
+    user's (the library reads them when it is imported), only `env_overrides`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update({"HF_HOME": str(tmp_path / "hf_home"), **(env_overrides or {})})
     return subprocess.run(
@@ -188,12 +190,11 @@ def listed_for_upload(stdout: str) -> set[str]:
     return {line.split(" (", 1)[0].strip() for line in listing.splitlines() if line.startswith("  ")}
 
 
-def test_push_dry_run_lists_files_and_card_header(hub_folder, tmp_path):
+def test_push_dry_run_lists_files_and_card_header(hub_folder):
     (hub_folder / "scratch.py").write_text("print('mine')\n")  # a code file config.json does not name
     (hub_folder / "notes.txt").write_text("mine\n")
     before = folder_digest(hub_folder)
-    result = push(hub_folder, "--dry_run", tmp_path=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = succeeded(run_command("push-to-hub", "--folder", str(hub_folder), "--repo_id", "me/tiny", "--dry_run"))
     uploaded = listed_for_upload(result.stdout)
     # the code files config.json names, and what they import (pipeline, text, saving): everything remote code loads
     assert uploaded == HUB_FOLDER_FILES, uploaded
@@ -219,9 +220,9 @@ def test_push_without_network_fails_in_one_line(hub_folder, tmp_path):
     assert folder_digest(hub_folder) == before
 
 
-def test_push_refuses_an_incomplete_folder(hub_folder, tmp_path):
+def test_push_refuses_an_incomplete_folder(hub_folder):
     (hub_folder / "README.md").unlink()
-    result = push(hub_folder, "--dry_run", tmp_path=tmp_path)
+    result = run_command("push-to-hub", "--folder", str(hub_folder), "--repo_id", "me/tiny", "--dry_run")
     assert_one_line_error(result, "lacks README.md", "save_for_hub")
 
 

@@ -122,24 +122,28 @@ PLAIN_SAVE_SCRIPT = textwrap.dedent(
         sys.exit("hf_tiny_transformer must not be importable here")
     except ImportError:
         pass
-    from transformers import AutoModel
+    from transformers import AutoModel, AutoModelForSeq2SeqLM
     base = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
     source = torch.tensor({source})
     decoder = torch.tensor({decoder})
     hidden = base(input_ids=source, attention_mask=(source != 0).long(), decoder_input_ids=decoder).last_hidden_state
-    print(json.dumps({{"class": type(base).__name__, "hidden": hidden.tolist()}}))
+    half = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True, dtype=torch.bfloat16)
+    tokens = half.generate(input_ids=source, attention_mask=(source != 0).long(), max_new_tokens=8, min_new_tokens=8)
+    print(json.dumps({{"class": type(base).__name__, "hidden": hidden.tolist(), "bfloat16_tokens": tokens.tolist()}}))
     """
 )
 
 
-def test_a_plain_save_loads_through_automodel_without_the_package(model, tmp_path):
-    """model.save_pretrained, nothing else: AutoModel loads its base model as remote code, with the same output."""
+def test_a_plain_save_loads_without_the_package_through_automodel_and_in_bfloat16(model, tmp_path):
+    """model.save_pretrained, nothing else: AutoModel loads its base model as remote code, with the same output;
+    the whole model loaded as remote code in bfloat16 gives the tokens of the float32 model cast the same way."""
     model.save_pretrained(tmp_path / "plain")
     script = PLAIN_SAVE_SCRIPT.format(source=SOURCE.tolist(), decoder=DECODER.tolist())
     result = json.loads(run_without_package(script, str(tmp_path / "plain"), cwd=tmp_path))
     expected = model.model(input_ids=SOURCE, attention_mask=MASK, decoder_input_ids=DECODER).last_hidden_state
     assert result["class"] == "TinyTransformerModel"
     torch.testing.assert_close(torch.tensor(result["hidden"]), expected, rtol=1e-5, atol=1e-5)
+    assert result["bfloat16_tokens"] == generate(copy.deepcopy(model).to(torch.bfloat16)).tolist()
 
 
 def test_missing_config_is_the_librarys_error(model, tmp_path):
@@ -231,16 +235,3 @@ def test_half_precision_loads_give_the_tokens_of_the_cast_model(model, tmp_path,
     for path, half in loaded.items():
         assert half.dtype == dtype, path
         assert torch.equal(generate(half.eval()), expected), path
-
-
-def test_half_precision_as_remote_code_gives_the_tokens_of_the_cast_model(model, tmp_path):
-    model.save_pretrained(tmp_path / "folder")
-    script = (
-        "import json, sys, torch\nfrom transformers import AutoModelForSeq2SeqLM\n"
-        "model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True, dtype=torch.bfloat16)\n"
-        f"source = torch.tensor({SOURCE.tolist()})\n"
-        "print(json.dumps(model.generate(input_ids=source, attention_mask=(source != 0).long(), max_new_tokens=8, "
-        "min_new_tokens=8).tolist()))"
-    )
-    got = json.loads(run_without_package(script, str(tmp_path / "folder"), cwd=tmp_path))
-    assert got == generate(copy.deepcopy(model).to(torch.bfloat16)).tolist()

@@ -147,15 +147,19 @@ def test_the_model_is_saved_before_the_test_set_is_translated(demo_files, tmp_pa
     assert model.config.d_model == 32 and (out / "hub" / "tokenizer.json").is_file()
 
 
-# AutoTokenizer in a process that has not imported the package: the ids of the given texts, and every question the
-# library asked on the way (input() recorded, not answered: a question would wait for a person at a terminal).
-LOAD_TOKENIZER = (
+# AutoTokenizer in a process that has not imported the package, for each (folder, options): the ids of the given
+# texts, and every question the library asked on the way (input() recorded, not answered: a question would wait for
+# a person at a terminal).
+LOAD_TOKENIZERS = (
     "import builtins, json, sys\n"
-    "asked = []\n"
-    "builtins.input = lambda prompt='': asked.append(prompt) or ''\n"
     "from transformers import AutoTokenizer\n"
-    "tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], **json.loads(sys.argv[2]))\n"
-    "print(json.dumps({'asked': asked, 'ids': tokenizer(json.loads(sys.argv[3]))['input_ids']}))"
+    "results = []\n"
+    "for folder, options in json.loads(sys.argv[1]):\n"
+    "    asked = []\n"
+    "    builtins.input = lambda prompt='': asked.append(prompt) or ''\n"
+    "    tokenizer = AutoTokenizer.from_pretrained(folder, **options)\n"
+    "    results.append({'asked': asked, 'ids': tokenizer(json.loads(sys.argv[2]))['input_ids']})\n"
+    "print(json.dumps(results))"
 )
 
 
@@ -168,9 +172,9 @@ def test_a_runs_tokenizers_load_with_autotokenizer_without_the_package_and_witho
     out = checkpointed_run
     texts = ["I like green tea.", "私は緑茶が好きです。", "鬱 🍵"]
     expected = AutoTokenizer.from_pretrained(out / "tokenizer")(texts)["input_ids"]
-    for folder, options in ((out / "tokenizer", {}), (out / "hub", {"trust_remote_code": True})):
-        output = run_without_package(LOAD_TOKENIZER, str(folder), json.dumps(options), json.dumps(texts), cwd=tmp_path)
-        assert json.loads(output) == {"asked": [], "ids": expected}, folder
+    folders = [(str(out / "tokenizer"), {}), (str(out / "hub"), {"trust_remote_code": True})]
+    results = json.loads(run_without_package(LOAD_TOKENIZERS, json.dumps(folders), json.dumps(texts), cwd=tmp_path))
+    assert results == [{"asked": [], "ids": expected}] * 2
 
 
 def test_json_lines_and_datasets_sources(demo_files, tmp_path):
@@ -456,8 +460,7 @@ def progress_flags(demo_files, output_dir) -> list[str]:
 
 
 def test_training_at_a_terminal_shows_a_progress_bar_with_elapsed_time_and_eta(demo_files, tmp_path):
-    script = [sys.executable, str(ROOT / "training" / "train.py")]
-    output = run_in_terminal([*script, *progress_flags(demo_files, tmp_path / "run")])
+    output = run_in_terminal("train.py", *progress_flags(demo_files, tmp_path / "run"))
     bars = [line for line in output.split("\r") if "/8 [" in line]
     assert bars and any("<" in bar and ("it/s]" in bar or "s/it]" in bar) for bar in bars), output[-2000:]
 

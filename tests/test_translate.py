@@ -79,15 +79,8 @@ def test_standard_input_is_read_in_the_encoding_its_byte_order_mark_names(traine
 
 def test_utf16_from_a_pipe_is_read_in_the_encoding_its_byte_order_mark_names(trained_demo_model, expected):
     """From a real pipe, as `iconv -t UTF-16 | tiny-transformer translate` gives it (the first bytes are peeked)."""
-    result = subprocess.run(
-        [TINY_TRANSFORMER, "translate", "--model", str(trained_demo_model)],
-        input="".join(line + "\n" for line in LINES).encode("utf-16"),
-        capture_output=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr.decode()[-2000:]
-    assert result.stdout.decode() == expected
+    result = succeeded(translate_piped(trained_demo_model, "".join(line + "\n" for line in LINES).encode("utf-16")))
+    assert result.stdout == expected
 
 
 @pytest.mark.parametrize("encoding, name", [("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE")])
