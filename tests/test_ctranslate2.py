@@ -137,7 +137,8 @@ def test_the_export_script_refuses_used_folders_and_other_models(trained_demo_mo
     mine_before = folder_digest(mine)
     assert_one_line_error(
         run_command("export-ctranslate2", "--model", str(trained_demo_model), "--output_dir", str(mine)),
-        f"--output_dir {mine} is not empty; pass --overwrite",
+        f"--output_dir {mine} holds what this command does not write (notes.txt), which replacing the folder would "
+        "delete; move it elsewhere, or choose another folder",
     )
     assert folder_digest(mine) == mine_before
     # the model folder itself, or a folder inside it: refused even with --overwrite
@@ -334,7 +335,7 @@ def test_a_missing_ctranslate2_says_how_to_install_it(monkeypatch):
 
 EXPORT_CASES = """
 export-ctranslate2 --model {root}/hub --output_dir {root}/data
-    --output_dir {root}/data is not empty
+    --output_dir {root}/data holds what this command does not write
 export-ctranslate2 --model {root}/hub --output_dir {root}/hub/ct2 --overwrite
     lies inside the input folder {root}/hub
 export-ctranslate2 --model {root}/hub --output_dir {root}/outputs/ct2 --quantization int4

@@ -192,7 +192,10 @@ EVALUATE_CASES = {
     "missing model": (["--model", "{root}/nothing/model"], "--model {root}/nothing/model does not exist"),
     "not a model": (["--model", "{root}/data"], "--model {root}/data has no config.json"),
     "code of another model": (["--model", "{root}/foreign"], "pass --trust_remote_code to run it"),
-    "unknown split": (["--corpus_dir", "{root}/data", "--split", "valid"], "argument --split: invalid choice"),
+    "split not in the corpus": (
+        ["--corpus_dir", "{root}/data", "--split", "valid"],
+        "--corpus_dir {root}/data: {root}/data/valid.en does not exist; pass the folder that holds the corpus",
+    ),
 }
 
 

@@ -47,8 +47,12 @@ def test_a_fresh_model_of_the_recipes_shape_exports_exactly(tmp_path):
     for beams in (1, 4):
         assert tokens(exported, tokenizer, texts[:4], beams) == tokens(model, tokenizer, texts[:4], beams)
     files = {str(path.relative_to(tmp_path / "tiny")) for path in (tmp_path / "tiny").rglob("*") if path.is_file()}
-    assert files == {"onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx", "config.json", "tokenizer.json",
-                     "tokenizer_config.json", "generation_config.json", "hf_tiny_transformer.json"}  # fmt: skip
+    assert files == {"onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx", "onnx/embeddings.onnx_data",
+                     "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                     "hf_tiny_transformer.json"}  # fmt: skip
+    # the tied table stored once, referenced by both graphs: the data file holds one (V, D) float32 table
+    table_bytes = 4 * model.config.vocab_size * model.config.d_model
+    assert (tmp_path / "tiny" / "onnx" / "embeddings.onnx_data").stat().st_size == table_bytes
     config = json.loads((tmp_path / "tiny" / "config.json").read_text())
     assert (config["model_type"], config["d_model"], config["decoder_layers"]) == ("marian", 256, 3)
 
@@ -158,6 +162,10 @@ DAMAGED_ONNX_EXPORTS = [
     pytest.param(removed("onnx/encoder_model_quantized.onnx"), "onnx/encoder_model_quantized.onnx is missing",
                  id="int8 graph missing"),
     pytest.param(cut("onnx/encoder_model.onnx"), "onnx/encoder_model.onnx is not a whole ONNX file", id="graph cut"),
+    pytest.param(removed("onnx/embeddings.onnx_data"), "onnx/embeddings.onnx_data, which encoder_model.onnx reads, "
+                 "is missing", id="shared embedding table missing"),
+    pytest.param(cut("onnx/embeddings_quantized.onnx_data"), "onnx/embeddings_quantized.onnx_data is cut short",
+                 id="shared int8 embedding table cut"),
     pytest.param(cut("onnx/decoder_model_merged_quantized.onnx"),
                  "onnx/decoder_model_merged_quantized.onnx is not a whole ONNX file", id="int8 graph cut"),
     pytest.param(with_an_unknown_operator("onnx/decoder_model_merged_quantized.onnx"),

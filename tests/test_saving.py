@@ -554,9 +554,15 @@ def test_a_page_over_another_models_page_is_the_page_written_into_an_empty_folde
     assert translated["b"] != translated["a"]  # else this test could not fail
 
 
-def small_checkpoint(folder: Path, seed: int, tokenizer) -> str:
-    """A tiny model and its tokenizer saved with save_pretrained, as a checkpoint of a run holds them."""
-    tiny_model(seed, vocab_size=len(tokenizer)).save_pretrained(folder)
+def small_checkpoint(folder: Path, run: int, step: int, tokenizer) -> str:
+    """A tiny model and its tokenizer saved with save_pretrained, as a checkpoint of a run holds them: the run's
+    initial weights (seed `run`) moved a little by `step` (average_checkpoints refuses checkpoints of different runs)."""
+    model = tiny_model(run, vocab_size=len(tokenizer))
+    generator = torch.Generator().manual_seed(step)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * parameter.std().nan_to_num() * torch.randn(parameter.shape, generator=generator))
+    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
 
@@ -566,8 +572,8 @@ def test_an_average_over_an_earlier_average_is_the_average_written_into_an_empty
 
     from hf_tiny_transformer import model_card
 
-    first = [small_checkpoint(tmp_path / "first" / f"checkpoint-{seed}", seed, tokenizer) for seed in (1, 2)]
-    second = [small_checkpoint(tmp_path / "second" / f"checkpoint-{seed}", seed, tokenizer) for seed in (3, 4)]
+    first = [small_checkpoint(tmp_path / "first" / f"checkpoint-{step}", 1, step, tokenizer) for step in (1, 2)]
+    second = [small_checkpoint(tmp_path / "second" / f"checkpoint-{step}", 2, step, tokenizer) for step in (1, 2)]
     averaged, fresh = tmp_path / "averaged", tmp_path / "fresh"
     succeeded(run_script("average_checkpoints.py", "--checkpoints", *first, "--output_dir", str(averaged)))
     # the card a person adds to push the first average (push-to-hub needs one), with that average's scores

@@ -435,12 +435,21 @@ def with_invisible(characters: str) -> str:
     return f"I{characters} like green tea.{characters}{characters}"
 
 
+# Other_Default_Ignorable_Code_Point, from the Unicode Character Database's PropList.txt (Python's unicodedata does
+# not hold the property): fillers, unassigned code points kept ignorable, the tag block's unassigned rest.
+OTHER_DEFAULT_IGNORABLE = [(0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x2065, 0x2065), (0x3164, 0x3164),
+                           (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0xE0000, 0xE0000), (0xE0002, 0xE001F),
+                           (0xE0080, 0xE00FF), (0xE01F0, 0xE0FFF)]  # fmt: skip
+VARIATION_SELECTORS = [(0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF)]
+
+
 def invisible_by_the_rule(char: str) -> bool:
-    """The rule, from the Unicode database: a format character (Cf), a variation selector, or a control character
-    (Cc) other than tab, line feed, vertical tab, form feed and carriage return."""
+    """The rule, from the Unicode database: a format character (Cf), a default-ignorable code point (Unicode's
+    derivation: Cf, the variation selectors and Other_Default_Ignorable_Code_Point), or a control character (Cc)
+    other than tab, line feed, vertical tab, form feed and carriage return."""
     category, code = unicodedata.category(char), ord(char)
-    variation_selector = 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
-    return category == "Cf" or variation_selector or (category == "Cc" and char not in "\t\n\v\f\r")
+    ignorable = any(first <= code <= last for first, last in OTHER_DEFAULT_IGNORABLE + VARIATION_SELECTORS)
+    return category == "Cf" or ignorable or (category == "Cc" and char not in "\t\n\v\f\r")
 
 
 def test_the_invisible_characters_are_exactly_those_of_the_rule():

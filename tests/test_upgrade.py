@@ -57,8 +57,8 @@ def test_a_folder_of_the_old_layout_is_refused_until_converted(model, tmp_path, 
     assert upgrade_main([str(tmp_path)]) == 0
     assert upgrade_main([str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"{tmp_path}: converted",
-        f"{tmp_path}: already in the current layout",
+        f"{tmp_path}: weights converted",
+        f"{tmp_path}: already up to date",
     ]
     assert torch.equal(logits(AutoModelForSeq2SeqLM.from_pretrained(tmp_path)), logits(model))
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "tiny_transformer"
