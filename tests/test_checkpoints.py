@@ -52,6 +52,19 @@ def test_the_average_of_two_known_checkpoints(tmp_path):
     )
 
 
+def test_a_copy_or_a_checkpoint_of_another_run_is_not_averaged(tmp_path):
+    """The average of a checkpoint and its copy is the checkpoint (nothing averaged); that of two runs is noise."""
+    first = {"a": torch.tensor([1.0, 2.0]), "b": torch.tensor([[0.0, -4.0]])}
+    other_run = {"a": torch.tensor([1.0, 2.0]), "b": torch.tensor([[3.0, 0.5]])}  # near orthogonal to the first
+    for name, weights in (("checkpoint-1", first), ("copy", first), ("other", other_run)):
+        save_weights(tmp_path / name, weights)
+    with pytest.raises(ValueError, match="checkpoint-1 and .*copy hold the same weights; average different"):
+        average_checkpoints([tmp_path / "checkpoint-1", tmp_path / "copy"])
+    different = r"are checkpoints of different runs \(the cosine similarity of their weights is -0\.16\), whose average"
+    with pytest.raises(ValueError, match=different):
+        average_checkpoints([tmp_path / "checkpoint-1", tmp_path / "other"])
+
+
 def test_the_last_checkpoints_must_be_evenly_spaced(tmp_path):
     for step in (100, 200, 300, 500):
         save_weights(tmp_path / f"checkpoint-{step}", {"a": torch.zeros(1)})

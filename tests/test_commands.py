@@ -379,3 +379,26 @@ def test_every_command_and_script_prints_its_help(tool):
     result = run_tool(tool, "--help")
     prog = f"tiny-transformer {tool}" if tool in COMMANDS else tool
     assert result.returncode == 0 and result.stdout.startswith(f"usage: {prog}"), result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_imports_neither_torch_nor_transformers(command):
+    """`tiny-transformer --help` and each `tiny-transformer COMMAND --help` answer at once: a fresh interpreter (the
+    suite's own has torch loaded) runs the installed entry point and lists what it imported."""
+    argv = ["--help"] if command is None else [command, "--help"]
+    program = (
+        "import sys\nfrom hf_tiny_transformer.commands import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print([name for name in ('torch', 'transformers') if name in sys.modules], file=sys.stderr)"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.stdout.startswith("usage: tiny-transformer"), result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_train_help_offers_one_speed_flag():
+    """--precision is the one speed choice; the knobs that did not pay are gone."""
+    help_text = run_tool("train.py", "--help").stdout
+    assert "--precision" in help_text
+    for removed in ("--bf16_weights", "--attn_implementation", "--flush_denormal"):
+        assert removed not in help_text

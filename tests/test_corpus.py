@@ -139,3 +139,63 @@ def test_get_corpus_refuses_a_missing_commit_or_repository_in_one_line_and_write
 )
 def test_make_demo_data_refuses_bad_arguments_in_one_line(workspace, arguments, message):
     assert_refused_before_any_work(workspace, "make_demo_data.py", arguments, message)
+
+
+# The unseen-words evaluation (training/make_unseen_split.py)
+
+UNSEEN_TRAIN = [
+    ("i like green tea .", "私 は 緑茶 が 好き で す 。"),
+    ("i like black coffee .", "私 は ブラック コーヒー が 好き で す 。"),
+    ("the violin is old .", "その バイオリン は 古 い 。"),
+    ("she plays the violin .", "彼女 は バイオリン を 弾 く 。"),
+    ("the harbor is quiet .", "港 は 静か だ 。"),
+    ("he walked to the harbor .", "彼 は 港 まで 歩 い た 。"),
+    ("the tea is hot .", "お茶 は 熱 い 。"),
+    ("the tea is cold .", "お茶 は 冷た い 。"),
+]
+
+
+def write_corpus(folder: Path, splits: dict[str, list[tuple[str, str]]]):
+    folder.mkdir(parents=True)
+    for split, pairs in splits.items():
+        for index, lang in enumerate(("en", "ja")):
+            (folder / f"{split}.{lang}").write_text("".join(pair[index] + "\n" for pair in pairs), encoding="utf-8")
+
+
+def test_the_unseen_split_moves_every_pair_with_a_chosen_word_and_cuts_the_test_by_near_copies(tmp_path):
+    test = [("the tea is warm .", "お茶 は 温か い 。"), ("my brother reads books .", "兄 は 本 を 読 む 。")]
+    write_corpus(tmp_path / "corpus", {"train": UNSEEN_TRAIN, "dev": test, "test": test})
+    out = tmp_path / "unseen"
+    result = run_script("make_unseen_split.py", "--corpus_dir", str(tmp_path / "corpus"), "--output_dir", str(out),
+                        "--words", "2", "--min_count", "2", "--max_count", "2")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = {path.name: path.read_text(encoding="utf-8").splitlines() for path in out.iterdir()}
+    words = set(lines["words.txt"])
+    assert len(words) == 2 and words <= {"violin", "harbor", "like"}  # content words seen twice ("tea": four times)
+    assert not any(word in line.split() for line in lines["train.en"] for word in words)
+    assert all(any(word in line.split() for word in words) for line in lines["unseen.en"])
+    pairs = sorted(zip(lines["train.en"] + lines["unseen.en"], lines["train.ja"] + lines["unseen.ja"]))
+    assert pairs == sorted(UNSEEN_TRAIN)  # every pair kept, with its own translation
+    assert lines["test_near.en"] == ["the tea is warm ."] and lines["test_far.en"] == ["my brother reads books ."]
+    assert lines["test_near.ja"] == ["お茶 は 温か い 。"] and lines["test.en"] == [pair[0] for pair in test]
+
+
+def test_the_unseen_split_refuses_more_words_than_the_corpus_has(tmp_path):
+    write_corpus(tmp_path / "corpus", {"train": UNSEEN_TRAIN, "dev": UNSEEN_TRAIN[:1], "test": UNSEEN_TRAIN[:1]})
+    assert_one_line_error(
+        run_script(
+            "make_unseen_split.py",
+            "--corpus_dir",
+            str(tmp_path / "corpus"),
+            "--output_dir",
+            str(tmp_path / "unseen"),
+            "--words",
+            "5",
+            "--min_count",
+            "2",
+            "--max_count",
+            "2",
+        ),  # fmt: skip
+        "--words 5: the corpus has only 3 content words seen 2 to 2 times; ask for fewer",
+    )
+    assert not (tmp_path / "unseen").exists()

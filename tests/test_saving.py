@@ -556,7 +556,7 @@ def test_a_page_over_another_models_page_is_the_page_written_into_an_empty_folde
 
 def small_checkpoint(folder: Path, run: int, step: int, tokenizer) -> str:
     """A tiny model and its tokenizer saved with save_pretrained, as a checkpoint of a run holds them: the run's
-    initial weights (seed `run`) moved a little by `step` (average_checkpoints refuses checkpoints of different runs)."""
+    initial weights (seed `run`) moved a little by `step` (average_checkpoints refuses those of different runs)."""
     model = tiny_model(run, vocab_size=len(tokenizer))
     generator = torch.Generator().manual_seed(step)
     with torch.no_grad():

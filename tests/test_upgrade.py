@@ -3,6 +3,7 @@ refused in one line until converted, in place, once; every folder is checked bef
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -80,3 +81,21 @@ def test_the_upgrade_checks_every_folder_before_it_changes_one(model, tmp_path):
     assert (old / "model.safetensors").read_bytes() == before
     help_text = run_command("upgrade", "--help")
     assert help_text.returncode == 0 and help_text.stdout.startswith("usage: tiny-transformer upgrade [-h] FOLDER")
+
+
+def test_the_code_files_a_folder_carries_are_replaced_by_this_versions(model, tmp_path, capsys):
+    """A folder saved by an earlier version carries that version's code (for trust_remote_code): upgrade replaces it,
+    and says so; the package's own file is what the folder then holds."""
+    import hf_tiny_transformer
+
+    model.save_pretrained(tmp_path)
+    carried = tmp_path / "text_tiny_transformer.py"
+    carried.write_text("# the code of an earlier version\n")
+    assert upgrade_main([str(tmp_path)]) == 0
+    assert upgrade_main([str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tmp_path}: code files replaced (text_tiny_transformer.py)",
+        f"{tmp_path}: already up to date",
+    ]
+    package = Path(hf_tiny_transformer.__file__).parent
+    assert carried.read_bytes() == (package / "text_tiny_transformer.py").read_bytes()
