@@ -28,6 +28,10 @@ from transformers import Seq2SeqTrainingArguments
 
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration
 
+# A suite started in the background of a script (`nohup make test &`) inherits Ctrl-C ignored, and so would every
+# command the tests start: the tests that press Ctrl-C need the disposition of a terminal.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # pytest-xdist runs a worker a CPU (pyproject.toml's addopts): each worker, and every process it starts, computes on
 # its share of the CPUs, so that the workers do not fight over them.
 if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
