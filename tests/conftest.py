@@ -3,10 +3,9 @@
 import fcntl
 import hashlib
 import json
-import logging
+import multiprocessing
 import os
 import pty
-import runpy
 import shlex
 import shutil
 import signal
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import child_process
 import pytest
 import torch
 from transformers import Seq2SeqTrainingArguments
@@ -225,16 +225,13 @@ def run_script(
     stdin: bytes | None = None,
     kill_when: Callable[[], bool] | None = None,
     terminal: bool = False,
+    setup: tuple | None = None,
 ) -> ScriptResult:
     """Run {folder}/{name} (training/train.py, benchmarks/profile_training.py) as `python {folder}/{name} args...`
-    would, in a child process forked from this one (see run_in_child)."""
-    script = str(ROOT / folder / name)
-
-    def script_main():
-        sys.argv = [script, *args]
-        runpy.run_path(script, run_name="__main__")
-
-    return run_in_child(script_main, f"{name} {' '.join(args)}", cwd, timeout, cpuinfo, stdin, kill_when, terminal)
+    would (see run_in_child)."""
+    spec = {"kind": "script", "path": str(ROOT / folder / name), "args": list(args)}
+    options = {"stdin": stdin, "kill_when": kill_when, "terminal": terminal, "setup": setup}
+    return run_in_child(spec, f"{name} {' '.join(args)}", cwd, timeout, cpuinfo, **options)
 
 
 def run_command(
@@ -244,17 +241,14 @@ def run_command(
     timeout: float = 120,
     cpuinfo: Path | None = None,
     stdin: bytes | None = None,
+    stdin_file: bool = False,
     terminal: bool = False,
+    setup: tuple | None = None,
 ) -> ScriptResult:
-    """Run `tiny-transformer {name} args...` in a child process forked from this one (see run_in_child)."""
-    from hf_tiny_transformer.commands import main
-
-    def command_main():
-        sys.argv = ["tiny-transformer", name, *args]
-        sys.exit(main([name, *args]))
-
-    description = f"tiny-transformer {name} {' '.join(args)}"
-    return run_in_child(command_main, description, cwd, timeout, cpuinfo, stdin, terminal=terminal)
+    """Run `tiny-transformer {name} args...` (see run_in_child)."""
+    spec = {"kind": "command", "path": None, "args": [name, *args]}
+    options = {"stdin": stdin, "stdin_file": stdin_file, "terminal": terminal, "setup": setup}
+    return run_in_child(spec, f"tiny-transformer {name} {' '.join(args)}", cwd, timeout, cpuinfo, **options)
 
 
 def run_tool(name: str, *args: str, **kwargs) -> ScriptResult:
@@ -275,97 +269,77 @@ def mode_flags(metrics: dict) -> list[str]:
     return ["--precision", metrics["precision"]]
 
 
+# The children of run_in_child (child_process.py): forked from a fork server that has imported what the commands and
+# scripts need, once (by module name: the server does not see this folder).
+CHILDREN = multiprocessing.get_context("forkserver")
+CHILDREN.set_forkserver_preload(
+    ["torch", "transformers.trainer", "hf_tiny_transformer.commands", "hf_tiny_transformer.trainer.trainer",
+     "hf_tiny_transformer.serving.engines", "transformers.models.marian.modeling_marian", "sacrebleu", "onnx", "gradio"]
+)  # fmt: skip
+
+
 def run_in_child(
-    target,
+    spec: dict,
     description: str,
     cwd,
     timeout: float,
     cpuinfo: Path | None,
     stdin: bytes | None = None,
+    stdin_file: bool = False,
     kill_when: Callable[[], bool] | None = None,
     terminal: bool = False,
+    setup: tuple | None = None,
 ) -> ScriptResult:
-    """Call `target()` in a child process forked from this one, as the command would run in a shell.
+    """Run a script or command (`spec`: see child_process.run) in a child process, as it would run in a shell.
 
-    The child has torch and transformers imported already (a fresh interpreter spends seconds importing them); it
-    exits with the command's exit status, its output captured. Its standard input is a pipe that holds `stdin` (as
-    `printf ... | command` gives it; nothing by default, as `< /dev/null`). Meant for short runs (bad arguments, a
-    few training steps of a tiny model); the child computes on one thread, since OpenMP thread pools do not survive
-    fork, and is killed when it runs longer than `timeout` seconds, or with SIGKILL (its exit status then -9) as soon
-    as `kill_when()` holds. With `cpuinfo` (see fake_cpuinfo), the command runs as on a machine whose /proc/cpuinfo
-    that file is. With `terminal`, its standard output and error are a terminal of 24 rows and 120 columns (as a
-    person's at a terminal), and the result's stdout is all it wrote there.
+    The child has torch, transformers and this package imported already (a fresh interpreter spends seconds importing
+    them), and this process's environment; it exits with the command's exit status, its output captured. Its
+    standard input holds `stdin`: a pipe (as `printf ... | command` gives it; nothing by default, as `< /dev/null`),
+    or with `stdin_file` a file (as `< file`). Meant for short runs (bad arguments, a few training steps of a tiny
+    model); the child computes on one thread, and is stopped when it runs longer than `timeout` seconds (printing
+    where it was), or killed with SIGKILL (its exit status then -9) as soon as `kill_when()` holds. With `cpuinfo`
+    (see fake_cpuinfo), the command runs as on a machine whose /proc/cpuinfo that file is; `setup` (module,
+    function, args) is called in the child first (what a test patches there). With `terminal`, its standard output
+    and error are a terminal of 24 rows and 120 columns (as a person's at a terminal), and the result's stdout is
+    all it wrote there.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        reading, writing = os.pipe()
+    with tempfile.TemporaryDirectory() as folder:
+        out, err = Path(folder) / "out", Path(folder) / "err"
+        out.touch()
+        err.touch()
+        spec = {
+            **spec, "cwd": str(cwd or ROOT), "timeout": timeout, "cpuinfo": None if cpuinfo is None else str(cpuinfo),
+            "stdin": stdin or b"", "stdin_file": stdin_file, "setup": setup, "environ": dict(os.environ),
+            "folder": folder, "out": str(out), "err": str(err), "terminal": None,
+        }  # fmt: skip
         if terminal:
             leader, follower = pty.openpty()
             # a real terminal's size: tqdm draws nothing on one of unknown size (0 rows)
             fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into pytest
-            code = 1
-            try:
-                os.close(writing)
-                os.dup2(reading, 0)
-                sys.stdin = open(0, encoding="utf-8", errors="strict", newline="\n", closefd=False)  # as Python's
-                torch.set_num_threads(1)
-                if cpuinfo is not None:
-                    from hf_tiny_transformer import hardware
-
-                    hardware.CPUINFO = str(cpuinfo)
-                redirect_output(*((follower, follower) if terminal else (out.fileno(), err.fileno())))
-                os.chdir(cwd or ROOT)
-                target()
-                code = 0
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        os.close(reading)
-        # a thread writes standard input, so that input larger than the pipe does not block this loop
-        threading.Thread(target=write_and_close, args=(writing, stdin or b""), daemon=True).start()
-        if terminal:  # a thread reads the terminal, so that a full one does not block the child
-            os.close(follower)
-            shown = []
+            spec["terminal"] = os.ttyname(follower)
+            shown = []  # a thread reads the terminal, so that a full one does not block the child
             reader = threading.Thread(target=read_terminal, args=(leader, shown), daemon=True)
             reader.start()
-        deadline = time.monotonic() + timeout
-        while (finished := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        process = CHILDREN.Process(target=child_process.run, args=(spec,))
+        process.start()
+        deadline = time.monotonic() + timeout + 10  # the child stops itself at its timeout, saying where it was
+        while process.exitcode is None:
             if kill_when is not None and kill_when():
-                os.kill(pid, signal.SIGKILL)
-                finished = os.waitpid(pid, 0)
+                os.kill(process.pid, signal.SIGKILL)
                 break
             if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                raise AssertionError(f"{description} still ran after {timeout} s")
+                os.kill(process.pid, signal.SIGKILL)
+                process.join()
+                raise AssertionError(f"{description} still ran after {timeout} s: {err.read_text()[-3000:]}")
             time.sleep(0.01)
-        status = finished[1]
+        process.join()
         if terminal:
+            os.close(follower)  # the reader now gets to the end of what the child wrote
             reader.join()
             os.close(leader)
-            return ScriptResult(os.waitstatus_to_exitcode(status), b"".join(shown).decode(errors="replace"), "", pid)
-        out.seek(0)
-        err.seek(0)
-        return ScriptResult(os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode(), pid)
-
-
-def redirect_output(out: int, err: int):
-    """Point a forked child's standard output and error (the descriptors, Python's streams, the logging handlers
-    made with pytest's) at the files `out` and `err` are open on."""
-    logging.root.handlers.clear()  # pytest's capture handlers: the command configures its own
-    os.dup2(out, 1)
-    os.dup2(err, 2)
-    sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
-    for logger in map(logging.getLogger, list(logging.root.manager.loggerDict)):
-        for handler in logger.handlers:  # a library's own (transformers'): made with pytest's stderr
-            if type(handler) is logging.StreamHandler:
-                handler.setStream(sys.stderr)
+            return ScriptResult(process.exitcode, b"".join(shown).decode(errors="replace"), "", process.pid)
+        outputs = (out.read_text(errors="replace"), err.read_text(errors="replace"))
+        return ScriptResult(process.exitcode, *outputs, process.pid)
 
 
 def read_terminal(leader: int, shown: list[bytes]):
@@ -378,15 +352,6 @@ def read_terminal(leader: int, shown: list[bytes]):
         if not chunk:
             return
         shown.append(chunk)
-
-
-def write_and_close(descriptor: int, data: bytes):
-    """Write `data` into a pipe and close it; a reader that stopped reading early ends the writing."""
-    try:
-        with open(descriptor, "wb") as pipe:
-            pipe.write(data)
-    except BrokenPipeError:
-        pass
 
 
 def run_in_terminal(name: str, *args: str, timeout: float = 300) -> str:
@@ -462,7 +427,7 @@ def start_builder(root: Path, needed: list[str]):
     if builder_pid == 0:  # the child: never returns into pytest
         try:
             with open(root / "builder.log", "w") as log:
-                redirect_output(log.fileno(), log.fileno())
+                child_process.redirect_output(log.fileno(), log.fileno())
             torch.set_num_threads(1)
             for name in SHARED_BUILDS:  # the model before its exports
                 if name in needed:

@@ -239,24 +239,27 @@ def succeeded(result):
     return result
 
 
-def test_push_uploads_only_what_a_model_repository_needs(hub_folder, tmp_path, monkeypatch):
+def fake_hub(uploaded: str):
+    """In the child that runs push-to-hub: no network, no token needed; the patterns uploaded go to `uploaded`."""
     import huggingface_hub
 
+    def upload_folder(self, folder_path, repo_id, repo_type, allow_patterns):
+        Path(uploaded).write_text(json.dumps(sorted(allow_patterns)))
+        return type("Commit", (), {"commit_url": "https://hub/commit"})()
+
+    huggingface_hub.HfApi.create_repo = lambda self, *args, **kwargs: None
+    huggingface_hub.HfApi.upload_folder = upload_folder
+    huggingface_hub.get_token = lambda: "hf_token"
+
+
+def test_push_uploads_only_what_a_model_repository_needs(hub_folder, tmp_path):
     (hub_folder / ".env").write_text("HF_TOKEN=hf_secret\n")
     (hub_folder / "notes.txt").write_text("my notes\n")
     (hub_folder / "runs").mkdir()
     (hub_folder / "runs" / "events.out").write_text("logs\n")
     uploaded = tmp_path / "uploaded.json"
-
-    def upload_folder(self, folder_path, repo_id, repo_type, allow_patterns):
-        uploaded.write_text(json.dumps(sorted(allow_patterns)))
-        return type("Commit", (), {"commit_url": "https://hub/commit"})()
-
-    # the forked child that runs the script inherits these: no network, no token needed
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", lambda self, *args, **kwargs: None)
-    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
-    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_token")
-    succeeded(run_command("push-to-hub", "--folder", str(hub_folder), "--repo_id", "me/tiny"))
+    push = ["--folder", str(hub_folder), "--repo_id", "me/tiny"]
+    succeeded(run_command("push-to-hub", *push, setup=("test_hub", "fake_hub", (str(uploaded),))))
     assert json.loads(uploaded.read_text()) == [
         "README.md",
         "config.json",

@@ -130,16 +130,21 @@ def test_a_copy_of_the_folder_loads(folder, tmp_path):
     assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
 
 
-def test_a_config_far_larger_than_its_weights_is_refused_before_the_model_is_built(folder, monkeypatch):
-    """d_model raised by hand: the library would build the model at that size (gigabytes) before finding that the
-    weights do not fit. The header of model.safetensors tells at once; the library's load never starts."""
-    set_config(folder, d_model=8192)
+def refuse_the_librarys_load():
+    """In the child that runs the command: the library's load fails the test if it starts."""
 
     def never(*args, **kwargs):
         raise AssertionError("the library's load started")
 
-    monkeypatch.setattr(TinyTransformerForConditionalGeneration, "from_pretrained", classmethod(never))
-    result = run_command("translate", "--model", str(folder), "I like tea.")
+    TinyTransformerForConditionalGeneration.from_pretrained = classmethod(never)
+
+
+def test_a_config_far_larger_than_its_weights_is_refused_before_the_model_is_built(folder):
+    """d_model raised by hand: the library would build the model at that size (gigabytes) before finding that the
+    weights do not fit. The header of model.safetensors tells at once; the library's load never starts."""
+    set_config(folder, d_model=8192)
+    setup = ("test_loading", "refuse_the_librarys_load", ())
+    result = run_command("translate", "--model", str(folder), "I like tea.", setup=setup)
     assert_one_line_error(
         result,
         f"--model {folder}: config.json's d_model 8192 does not fit model.safetensors",

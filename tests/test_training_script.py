@@ -131,17 +131,23 @@ def test_a_small_positional_table_with_default_lengths_trains_evaluates_and_save
     assert len((tmp_path / "hypotheses").read_text().splitlines()) == 40
 
 
-def test_the_model_is_saved_before_the_test_set_is_translated(demo_files, tmp_path, monkeypatch):
+def predict_dies():
+    """In the child that runs train.py: the test set's translation fails."""
+
     def dies(*args, **kwargs):
         raise RuntimeError("killed while translating the test set")
 
-    monkeypatch.setattr(Seq2SeqTrainer, "predict", dies)  # in the forked child too
+    Seq2SeqTrainer.predict = dies
+
+
+def test_the_model_is_saved_before_the_test_set_is_translated(demo_files, tmp_path):
     out = tmp_path / "run"
     test_files = [
         "--test_source_file", f"{demo_files}/validation.en", "--test_target_file", f"{demo_files}/validation.ja",
         "--do_predict", "true",
     ]  # fmt: skip  # flag-value pairs side by side
-    result = run_script("train.py", *few_steps(demo_files, out, "--vocab_size", "400", *test_files), timeout=300)
+    flags = few_steps(demo_files, out, "--vocab_size", "400", *test_files)
+    result = run_script("train.py", *flags, timeout=300, setup=("test_training_script", "predict_dies", ()))
     assert result.returncode == 1 and "killed while translating" in result.stderr
     model = AutoModelForSeq2SeqLM.from_pretrained(out / "hub")
     assert model.config.d_model == 32 and (out / "hub" / "tokenizer.json").is_file()

@@ -5,11 +5,9 @@ cannot work and bad arguments are one line naming where the problem is and the f
 Ctrl-C end it quietly."""
 
 import codecs
-import os
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,6 @@ from conftest import (
     assert_one_line_error,
     assert_refused_before_any_work,
     run_command,
-    run_in_child,
 )
 from hf_tiny_transformer.serving.engines import load_translator
 
@@ -38,18 +35,8 @@ BYTE_ORDER_MARKS = {
 
 def translate_standard_input(model, data: bytes, *arguments: str) -> ScriptResult:
     """`tiny-transformer translate --model model ...` reading `data` from standard input (a file, as `< file` gives
-    it), in a child forked from this one."""
-    from hf_tiny_transformer.commands import main
-
-    def command_main():
-        with tempfile.TemporaryFile() as file:
-            file.write(data)
-            file.seek(0)
-            os.dup2(file.fileno(), 0)
-        sys.stdin = open(0, encoding="utf-8", closefd=False)  # as Python opens it at start
-        sys.exit(main(["translate", "--model", str(model), *arguments]))
-
-    return run_in_child(command_main, "tiny-transformer translate < data", None, 120, None)
+    it)."""
+    return run_command("translate", "--model", str(model), *arguments, stdin=data, stdin_file=True)
 
 
 @pytest.fixture(scope="module")
