@@ -331,6 +331,17 @@ def test_the_ctranslate2_translator_translates_a_long_document_sentence_by_sente
     assert translator.translate([document, ""], batch_size=1) == [expected, ""]
 
 
+def test_the_ctranslate2_engine_of_the_command_translates_a_long_document_without_the_tokenizers_warning(
+    short_model, tokenizer, tmp_path
+):
+    from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
+
+    export_ctranslate2(short_model, tokenizer, tmp_path / "ct2")
+    result = run_ok("translate", "--engine", "ctranslate2", "--model", str(tmp_path / "ct2"), DOCUMENTS["en"])
+    assert result.stdout.strip() and "translated sentence by sentence" in result.stderr
+    assert "Token indices sequence length" not in result.stderr
+
+
 def run_ok(tool: str, *arguments: str):
     """A training script (`evaluate_model.py`) or a command (`translate`) run as a user runs it (a forked child),
     which must succeed."""
@@ -354,6 +365,7 @@ def test_translate_and_evaluate_model_py_translate_long_documents_whole(
     )
     assert result.stdout == f"{expected['en']}\n{expected['ja']}\n"
     assert "translated sentence by sentence" in result.stderr
+    assert "Token indices sequence length" not in result.stderr  # the tokenizer's warning: the text is split first
 
     (tmp_path / "source.txt").write_text("\n".join(ENGLISH_PARAGRAPHS + JAPANESE_PARAGRAPHS) + "\n", encoding="utf-8")
     (tmp_path / "reference.txt").write_text("a\nb\nc\nd\n")

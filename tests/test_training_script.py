@@ -625,3 +625,20 @@ def test_bad_arguments_are_one_line_before_any_work(workspace, case):
 )
 def test_a_bad_flags_file_is_one_line_before_any_work(workspace, flags_file, message):
     assert_refused_before_any_work(workspace, "train.py", ["{root}/data/" + flags_file], message)
+
+
+def test_a_save_that_fails_before_metrics_json_leaves_the_earlier_metrics(tmp_path, monkeypatch):
+    """The hub folder is saved first and metrics.json after: a save that ends before metrics.json (a kill, a full
+    disk) never leaves new metrics beside the earlier model."""
+    from hf_tiny_transformer.trainer import record
+
+    (tmp_path / "metrics.json").write_text('{"bleu": 1.0}\n')
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record, "save_hub", killed)
+    arguments = type("Arguments", (), {"output_dir": str(tmp_path)})()
+    with pytest.raises(KeyboardInterrupt):
+        record.save_run(None, None, None, None, arguments, {"bleu": 2.0})
+    assert (tmp_path / "metrics.json").read_text() == '{"bleu": 1.0}\n'
