@@ -161,6 +161,16 @@ def removed(name: str):
     return lambda folder: (folder / name).unlink()
 
 
+def edited_config(**fields):
+    """config.json, the one transformers.js reads, changed by hand."""
+
+    def damage(folder):
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **fields}))
+
+    return damage
+
+
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
@@ -168,6 +178,12 @@ def removed(name: str):
         pytest.param(removed("onnx/decoder_model_merged.onnx"), "onnx/decoder_model_merged.onnx is missing",
                      id="no decoder graph"),
         pytest.param(removed("config.json"), "config.json is missing", id="no config.json"),
+        pytest.param(lambda folder: (folder / "onnx/decoder_model_merged_quantized.onnx").write_bytes(b""),
+                     "onnx/decoder_model_merged_quantized.onnx is not a whole ONNX file (it holds no graph)",
+                     id="empty int8 graph"),
+        pytest.param(edited_config(decoder_layers=3),
+                     "config.json's decoder_layers is 3, but the graphs' is 2 (hf_tiny_transformer.json)",
+                     id="config.json of another shape"),
     ],
 )  # fmt: skip
 def test_the_browser_page_refuses_an_export_it_cannot_serve_before_writing(demo_onnx_int8, tmp_path, damage, problem):
@@ -180,6 +196,16 @@ def test_the_browser_page_refuses_an_export_it_cannot_serve_before_writing(demo_
         EXPORT_AGAIN,
     )
     assert not page.exists()
+
+
+def test_the_browser_page_refuses_a_ctranslate2_export_and_names_the_onnx_one(demo_ct2, tmp_path):
+    folder = demo_ct2["int8"]
+    assert_one_line_error(
+        run_command("browser-page", "--model", str(folder), "--output_dir", str(tmp_path / "page")),
+        f"--model {folder} is a CTranslate2 export; the page runs ONNX graphs: export the model with "
+        "tiny-transformer export-onnx and pass that folder",
+    )
+    assert not (tmp_path / "page").exists()
 
 
 # The page's text handling (browser/text.js) under node, beside text_tiny_transformer's
