@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_one_line_error, assert_refused_before_any_work, run_script
+from conftest import assert_one_line_error, assert_refused_before_any_work, run_script
 from hf_tiny_transformer.data.corpus import detokenize_english, read_parallel, unsegment_japanese
 
 
@@ -199,61 +199,3 @@ def test_the_unseen_split_refuses_more_words_than_the_corpus_has(tmp_path):
         "--words 5: the corpus has only 3 content words seen 2 to 2 times; ask for fewer",
     )
     assert not (tmp_path / "unseen").exists()
-
-
-# The dictionary pairs (training/make_dictionary_pairs.py): JMdict's common entries as extra training pairs
-
-JMDICT_SCHEMA = """
-CREATE TABLE Entry (idseq INTEGER NOT NULL UNIQUE);
-CREATE TABLE Kanji (ID INTEGER PRIMARY KEY, idseq INTEGER, text TEXT);
-CREATE TABLE Kana (ID INTEGER PRIMARY KEY, idseq INTEGER, text TEXT, nokanji BOOLEAN);
-CREATE TABLE Sense (ID INTEGER PRIMARY KEY, idseq INTEGER);
-CREATE TABLE SenseGloss (sid INTEGER, lang TEXT, gend TEXT, text TEXT);
-CREATE TABLE KJP (kid INTEGER, text TEXT);
-CREATE TABLE KNP (kid INTEGER, text TEXT);
-"""
-# (idseq, kanji, kana, first English gloss, priority tags): jamdict-data's tables as JMdict fills them
-JMDICT_ENTRIES = [
-    (1, "緑茶", "りょくちゃ", "green tea", ["news1", "ichi1"]),  # the most common: two sources
-    (2, None, "すし", "sushi (food)", ["spec1"]),  # kana only; the gloss's note dropped
-    (3, "猫", "ねこ", "Cat", []),  # not marked common
-    (4, "試験", "しけん", "an examination of a very long kind", ["ichi1"]),  # more words than --max_words
-    (5, "緑茶", "りょくちゃ", "green tea", ["gai1"]),  # the same pair again
-]
-
-
-def make_jmdict(path: Path):
-    import sqlite3
-
-    connection = sqlite3.connect(path)
-    connection.executescript(JMDICT_SCHEMA)
-    for idseq, kanji, kana, gloss, tags in JMDICT_ENTRIES:
-        connection.execute("INSERT INTO Entry VALUES (?)", (idseq,))
-        if kanji:
-            kid = connection.execute("INSERT INTO Kanji (idseq, text) VALUES (?, ?)", (idseq, kanji)).lastrowid
-            connection.executemany("INSERT INTO KJP VALUES (?, ?)", [(kid, tag) for tag in tags])
-        kana_id = connection.execute("INSERT INTO Kana (idseq, text) VALUES (?, ?)", (idseq, kana)).lastrowid
-        if not kanji:
-            connection.executemany("INSERT INTO KNP VALUES (?, ?)", [(kana_id, tag) for tag in tags])
-        sense = connection.execute("INSERT INTO Sense (idseq) VALUES (?)", (idseq,)).lastrowid
-        connection.execute("INSERT INTO SenseGloss VALUES (?, 'eng', NULL, ?)", (sense, gloss))
-    connection.commit()
-    connection.close()
-
-
-def test_dictionary_pairs_are_the_common_entries_most_common_first(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "make_dictionary_pairs", ROOT / "training" / "make_dictionary_pairs.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    make_jmdict(tmp_path / "jamdict.db")
-    assert script.pairs(tmp_path / "jamdict.db", entries=10, max_words=4) == [
-        {"translation": {"en": "green tea", "ja": "緑茶"}},
-        {"translation": {"en": "sushi", "ja": "すし"}},
-    ]
-    assert script.pairs(tmp_path / "jamdict.db", entries=1, max_words=4) == [
-        {"translation": {"en": "green tea", "ja": "緑茶"}}
-    ]

@@ -6,8 +6,6 @@ One of: a folder in small_parallel_enja's layout (`--corpus_dir`, read as natura
 (`--train_source_file/--train_target_file`), JSON lines (`--train_file`, `{"translation": {"en": ..., "ja": ...}}`,
 read by `datasets.load_dataset("json")`), or a `datasets` dataset with a `translation` column (`--dataset_name`).
 With `--streaming`, JSON lines and datasets are read as they are used (`IterableDataset`), never held whole.
-`--extra_train_file` (JSON lines too) adds pairs to the training split of any of them: a dictionary's words and
-phrases (training/make_dictionary_pairs.py).
 """
 
 import contextlib
@@ -44,12 +42,7 @@ def load_pairs(data_args) -> dict[str, Dataset | IterableDataset]:
             "no training data: pass --corpus_dir, --train_source_file/--train_target_file, --train_file or "
             "--dataset_name"
         )
-    splits = {split: first_samples(pairs, split, data_args) for split, pairs in splits.items()}
-    if data_args.extra_train_file:
-        flag = f"--extra_train_file {data_args.extra_train_file}"
-        extra = translation_splits("json", None, data_args, data_files={"train": data_args.extra_train_file}, flag=flag)
-        splits["train"] = datasets.concatenate_datasets([splits["train"], extra["train"]])
-    return splits
+    return {split: first_samples(pairs, split, data_args) for split, pairs in splits.items()}
 
 
 def read_split(split: str, data_args) -> Dataset | IterableDataset | None:

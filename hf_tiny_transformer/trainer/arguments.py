@@ -88,10 +88,6 @@ class DataArguments:
     validation_file: str | None = None
     test_file: str | None = None
     dataset_name: str | None = field(default=None, metadata={"help": "a datasets dataset with a translation column"})
-    extra_train_file: str | None = field(
-        default=None,
-        metadata={"help": "JSON lines of more training pairs, added to the training split (a dictionary's entries)"},
-    )
     dataset_config_name: str | None = None
     streaming: bool = field(
         default=False, metadata={"help": "read --dataset_name or --train_file as a stream (for data too large to hold)"}
