@@ -39,7 +39,6 @@ from transformers.trainer_utils import sort_checkpoints
 
 from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.data.sources import load_pairs
-from hf_tiny_transformer.data.tokenizer import with_bpe_dropout
 from hf_tiny_transformer.errors import UsageError, about
 from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels
 from hf_tiny_transformer.loading import load_model_folder
@@ -62,14 +61,7 @@ from hf_tiny_transformer.trainer.precision import (
     trial_batches,
 )
 from hf_tiny_transformer.trainer.record import check_resumable, is_recorded, save_run
-from hf_tiny_transformer.trainer.setup import (
-    BPEDropoutCollator,
-    fit_lengths,
-    make_config,
-    make_model,
-    make_tokenizer,
-    tokenize,
-)
+from hf_tiny_transformer.trainer.setup import fit_lengths, make_config, make_model, make_tokenizer, tokenize
 from hf_tiny_transformer.trainer.trainer import TranslationTrainer, bleu_and_chrf, progress_callbacks
 
 logger = logging.getLogger("train")
@@ -116,12 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         model = fine_tuned[0] if fine_tuned else make_model(model_args, config, tokenizer)
         if checkpoint is not None:
             check_resumable(checkpoint, model.config, tokenizer)
-        keep_text = {"train"} if model_args.bpe_dropout else set()  # BPE-dropout reads the training text anew
         tokenized = {
-            split: pairs.map(tokenize(tokenizer, data_args), batched=True, remove_columns=[] if split in keep_text
-                             else ["source", "target"])
+            split: pairs.map(tokenize(tokenizer, data_args), batched=True, remove_columns=["source", "target"])
             for split, pairs in splits.items()
-        }  # fmt: skip
+        }
         sizes = {split: getattr(pairs, "num_rows", "a stream") for split, pairs in tokenized.items()}
         logger.info("model: %s parameters; data: %s", f"{model.num_parameters():,}", sizes)
 
@@ -141,9 +131,6 @@ def main(argv: list[str] | None = None) -> int:
         # The precision and attention to train in: timed on this run's batches where the device gives a choice (a
         # resumed run keeps its own).
         collator = DataCollatorForSeq2Seq(tokenizer, model=model)
-        if model_args.bpe_dropout:
-            collator = BPEDropoutCollator(collator, with_bpe_dropout(tokenizer, model_args.bpe_dropout), data_args)
-            training_args.remove_unused_columns = False  # the collator reads the text columns
         native, requested = training_args.bf16_native, training_args.requested_precision
         modes = candidate_modes(training_args.precision_choice, native, requested, training_args.device.type)
         trial = resumed_trial(checkpoint, modes) or time_modes(

@@ -117,25 +117,10 @@ def train_tokenizer(
     )
 
 
-def with_bpe_dropout(tokenizer, dropout: float) -> PreTrainedTokenizerFast:
-    """A copy of a trained tokenizer whose BPE skips each merge with probability `dropout` (BPE-dropout), for
-    reading training pairs: the same vocabulary, words in pieces of several sizes, drawn anew at each call."""
-    state = json.loads(tokenizer.backend_tokenizer.to_str())
-    state["model"]["dropout"] = dropout
-    return PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer.from_str(json.dumps(state)),
-        pad_token=tokenizer.pad_token,
-        bos_token=tokenizer.bos_token,
-        eos_token=tokenizer.eos_token,
-        unk_token=tokenizer.unk_token,
-        model_max_length=tokenizer.model_max_length,
-    )
-
-
 def lowercases(tokenizer) -> bool:
     """Whether a fast tokenizer's normalizer lowercases text (a model trained with it produces lowercase only)."""
     normalizer = tokenizer.backend_tokenizer.normalizer
     return normalizer is not None and normalizer.normalize_str("A") == "a"
 
 
-__all__ = ["train_tokenizer", "with_bpe_dropout", "lowercases", "SMALLEST_VOCAB_SIZE"]
+__all__ = ["train_tokenizer", "lowercases", "SMALLEST_VOCAB_SIZE"]

@@ -46,14 +46,6 @@ class ModelArguments:
     tokenizer_name: str | None = field(default=None, metadata={"help": "saved tokenizer; default: train one"})
     vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of a tokenizer trained here"})
     lowercase: bool = field(default=False, metadata={"help": "lowercase all text in a tokenizer trained here"})
-    bpe_dropout: float = field(
-        default=0.0,
-        metadata={
-            "help": "BPE-dropout while training (Provilkov et al. 2020): each time a pair is read, each merge is "
-            "skipped with this probability, so that the model sees words in pieces of several sizes; the saved "
-            "tokenizer has none"
-        },
-    )
     trust_remote_code: bool = field(
         default=False,
         metadata={"help": "run the Python files of a model, config or tokenizer that is not this package's own"},
@@ -65,8 +57,6 @@ class ModelArguments:
                 "pass exactly one of --model_name_or_path (fine-tune), --shape or --config_name (from scratch)"
             )
         at_least("--vocab_size", self.vocab_size, SMALLEST_VOCAB_SIZE)
-        if not 0 <= self.bpe_dropout < 1:
-            raise UsageError(f"--bpe_dropout is a probability in [0, 1), got {self.bpe_dropout}")
 
 
 @dataclass

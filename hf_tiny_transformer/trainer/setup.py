@@ -109,20 +109,4 @@ def tokenize(tokenizer, data_args):
     return encode
 
 
-class BPEDropoutCollator:
-    """The run's collator, for training pairs read anew each time with a BPE-dropout tokenizer
-    (data.tokenizer.with_bpe_dropout): features that hold the pair's text ("source", "target", kept in the training
-    split) are tokenized again, in pieces drawn at this call, then padded as `collator` pads; features without it
-    (evaluation) as they are."""
-
-    def __init__(self, collator, tokenizer, data_args):
-        self.collator, self.encode = collator, tokenize(tokenizer, data_args)
-
-    def __call__(self, features: list[dict]) -> dict:
-        if "source" in features[0]:
-            encoded = self.encode({side: [feature[side] for feature in features] for side in ("source", "target")})
-            features = [{name: values[i] for name, values in encoded.items()} for i in range(len(features))]
-        return self.collator(features)
-
-
-__all__ = ["make_config", "fit_lengths", "make_tokenizer", "make_model", "tokenize", "BPEDropoutCollator"]
+__all__ = ["make_config", "fit_lengths", "make_tokenizer", "make_model", "tokenize"]
