@@ -23,6 +23,7 @@ Prints a table and, last, one JSON line of our/Marian ratios (memory: lower is b
 import argparse
 import contextlib
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -241,18 +242,25 @@ def measure_training(preset: str, vocab_size: int | None, args) -> dict[str, dic
 def ctranslate2_runs(
     model, input_ids: torch.Tensor, num_beams: int, folders: dict[str, Path]
 ) -> dict[str, Callable[[], None]]:
-    """Functions that generate exactly NEW_TOKENS tokens for each source with the CTranslate2 exports of `model`."""
+    """Functions that generate exactly NEW_TOKENS tokens for each source with the CTranslate2 exports of `model`, run
+    as CTranslate2Translator runs them on the CPU: a translator per core, each with its share of the batch."""
     import ctranslate2
+
+    from hf_tiny_transformer.hardware import cpu_cores
 
     vocabulary = [f"t{i}" for i in range(model.config.vocab_size)]
     sources = [[vocabulary[i] for i in row] for row in input_ids.tolist()]
-    runs = {}
+    runs, cores = {}, cpu_cores()
     for name, folder in folders.items():
-        translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=torch.get_num_threads())
+        translator = ctranslate2.Translator(str(folder), device="cpu", inter_threads=cores, intra_threads=1)
 
         def run(translator=translator):
             translator.translate_batch(
-                sources, beam_size=num_beams, min_decoding_length=NEW_TOKENS, max_decoding_length=NEW_TOKENS
+                sources,
+                beam_size=num_beams,
+                min_decoding_length=NEW_TOKENS,
+                max_decoding_length=NEW_TOKENS,
+                max_batch_size=math.ceil(len(sources) / cores),
             )
 
         runs[name] = run

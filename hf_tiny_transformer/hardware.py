@@ -185,6 +185,11 @@ def ctranslate2_compute_type(device: str, flags: frozenset[str] | None = None) -
     raise ValueError(f"CTranslate2 runs on 'cpu' or 'cuda', not {device!r}")
 
 
+def cpu_cores() -> int:
+    """The CPUs this process may run on (its affinity where the system says it, else the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def describe(cpuinfo: str | os.PathLike | None = None) -> str:
     """One line for logs and model cards: CPU model, logical CPUs, torch threads, notable flags, CUDA device."""
     model = cpuinfo_field("model name", cpuinfo) or platform.processor() or "unknown CPU"

@@ -53,6 +53,18 @@ def test_the_float32_export_gives_the_tokens_of_generate(exports, demo_files):
             assert tokenizer.convert_tokens_to_ids(result[0].hypotheses[0]) == expected, (beams, source)
 
 
+def test_a_batch_shared_between_translators_gives_the_translations_of_one(exports, demo_files, monkeypatch):
+    """On the CPU a translator per core (inter_threads), each with its share of a batch: the translations of one
+    translator on the whole batch, in the same order."""
+    _, _, paths = exports
+    monkeypatch.setattr(serving_ctranslate2, "cpu_cores", lambda: 3)  # shares of unequal size too
+    sources = (demo_files / "test.en").read_text(encoding="utf-8").splitlines()[:40]
+    shared = CTranslate2Translator(paths["float32"], compute_type="float32")
+    assert shared.inter_threads == 3
+    one = CTranslate2Translator(paths["float32"], compute_type="float32", inter_threads=1)
+    assert shared.translate(sources, batch_size=32) == one.translate(sources, batch_size=32)
+
+
 def test_int8_is_within_two_points_of_float32_in_exact_matches(exports, demo_files):
     _, _, paths = exports
     sources = (demo_files / "test.en").read_text(encoding="utf-8").splitlines()
