@@ -69,7 +69,8 @@ def interval(values: list[float]) -> tuple[float, float]:
 
 def bare_call(translator, ids: list[list[int]], batch_size: int):
     """The engine's own call on `ids` in batches of `batch_size`, in their order, greedy: generate() for
-    transformers and onnxruntime, translate_batch for CTranslate2."""
+    transformers and onnxruntime, translate_batch for CTranslate2 (each batch shared by its translators, as the
+    translator shares it)."""
     if hasattr(translator, "translator"):  # CTranslate2
         tokens = [translator.tokenizer.convert_ids_to_tokens(row) for row in ids]
 
@@ -77,7 +78,10 @@ def bare_call(translator, ids: list[list[int]], batch_size: int):
             for start in range(0, len(tokens), batch_size):
                 batch = tokens[start : start + batch_size]
                 limit = generation_limit(max(map(len, batch)), translator.max_positions, None)
-                translator.translator.translate_batch(batch, beam_size=1, max_decoding_length=limit, max_input_length=0)
+                share = math.ceil(len(batch) / translator.inter_threads)
+                translator.translator.translate_batch(
+                    batch, beam_size=1, max_decoding_length=limit, max_input_length=0, max_batch_size=share
+                )
 
         return call
 

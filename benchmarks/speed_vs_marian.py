@@ -252,7 +252,9 @@ def ctranslate2_runs(
     sources = [[vocabulary[i] for i in row] for row in input_ids.tolist()]
     runs, cores = {}, cpu_cores()
     for name, folder in folders.items():
+        threads = torch.get_num_threads()
         translator = ctranslate2.Translator(str(folder), device="cpu", inter_threads=cores, intra_threads=1)
+        torch.set_num_threads(threads)  # CTranslate2 sets the OpenMP threads it shares with torch
 
         def run(translator=translator):
             translator.translate_batch(

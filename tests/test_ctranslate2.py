@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from transformers import AutoTokenizer
 
 from conftest import (
@@ -63,6 +64,17 @@ def test_a_batch_shared_between_translators_gives_the_translations_of_one(export
     assert shared.inter_threads == 3
     one = CTranslate2Translator(paths["float32"], compute_type="float32", inter_threads=1)
     assert shared.translate(sources, batch_size=32) == one.translate(sources, batch_size=32)
+
+
+def test_loading_a_ctranslate2_translator_leaves_torchs_threads_as_they_were(exports):
+    _, _, paths = exports
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        CTranslate2Translator(paths["float32"], intra_threads=1)  # CTranslate2 sets the OpenMP threads to 1
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_int8_is_within_two_points_of_float32_in_exact_matches(exports, demo_files):

@@ -272,6 +272,7 @@ class CTranslate2Translator(Translator):
         self.compute_type = compute_type
         self.inter_threads = inter_threads or (cpu_cores() if device == "cpu" else 1)
         engine = ctranslate2()
+        threads = torch.get_num_threads()
         try:
             self.translator = engine.Translator(
                 str(folder),
@@ -285,6 +286,8 @@ class CTranslate2Translator(Translator):
                 f"{folder / CTRANSLATE2_MODEL} did not load in CTranslate2 ({first_line(error)}); "
                 f"{export_again('ctranslate2')}"
             ) from None
+        finally:  # CTranslate2 sets the OpenMP threads it shares with torch: the process keeps its own
+            torch.set_num_threads(threads)
         self.check_positions(folder)
 
     def check_positions(self, folder: Path):
