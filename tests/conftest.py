@@ -362,6 +362,22 @@ def run_in_terminal(name: str, *args: str, timeout: float = 300) -> str:
     return result.stdout
 
 
+# Damage done to an export or model folder, by file: a test's parameters name them.
+def cut(name: str):
+    """The file `name` of a folder cut to half its bytes, as an interrupted copy leaves it."""
+
+    def damage(folder):
+        path = folder / name
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    return damage
+
+
+def removed(name: str):
+    """The file `name` of a folder deleted."""
+    return lambda folder: (folder / name).unlink()
+
+
 def folder_digest(folder: Path) -> dict[str, str]:
     """Every file under `folder` (hidden ones too) and the hash of its bytes: equal digests, nothing changed."""
     return {

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import assert_one_line_error, load_demo_model, run_command
+from conftest import assert_one_line_error, load_demo_model, removed, run_command
 from hf_tiny_transformer import text_tiny_transformer as text
 from hf_tiny_transformer.serving.browser import (
     PAGE,
@@ -155,10 +155,6 @@ def test_a_translation_that_fails_says_so_and_enables_the_button_again(page, tmp
 # The command's checks of the export it is given: one line naming the file, before anything is written
 
 EXPORT_AGAIN = "export the model again with tiny-transformer export-onnx --overwrite"
-
-
-def removed(name: str):
-    return lambda folder: (folder / name).unlink()
 
 
 def edited_config(**fields):

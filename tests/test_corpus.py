@@ -29,13 +29,13 @@ def test_unsegment_japanese(line, natural):
 @pytest.mark.parametrize(
     "line, natural",
     [
-        ("i can 't tell who will arrive first .", "i can't tell who will arrive first."),
-        ("you have eaten lunch , haven 't you ?", "you have eaten lunch, haven't you?"),
-        ("he said , '' it 's nine o 'clock . ''", "he said, \"it's nine o'clock.\""),
-        ("he said to me , ' let 's play catch . '", "he said to me, 'let's play catch.'"),
-        ("it is no more than ten minutes ' walk from here .", "it is no more than ten minutes' walk from here."),
-        ("year followed year ...", "year followed year..."),
-        ("i 'm in the tennis club .", "i'm in the tennis club."),
+        ("you can 't see who will come first .", "you can't see who will come first."),
+        ("we have had dinner , haven 't we ?", "we have had dinner, haven't we?"),
+        ("she said , '' it 's ten o 'clock . ''", "she said, \"it's ten o'clock.\""),
+        ("she said to him , ' let 's go home . '", "she said to him, 'let's go home.'"),
+        ("it is only five minutes ' drive from the station .", "it is only five minutes' drive from the station."),
+        ("day followed day ...", "day followed day..."),
+        ("i 'm in the chess club .", "i'm in the chess club."),
     ],
 )
 def test_detokenize_english(line, natural):
@@ -47,13 +47,13 @@ def write(folder, name, lines):
 
 
 def test_read_parallel_prepares_both_sides(tmp_path):
-    write(tmp_path, "train.en", ["i can 't tell .", "i like tea ."])
-    write(tmp_path, "train.ja", ["分か り ま せ ん 。", "お 茶 が 好き 。"])
+    write(tmp_path, "train.en", ["i can 't swim .", "i like coffee ."])
+    write(tmp_path, "train.ja", ["泳げ ま せ ん 。", "コーヒー が 好き 。"])
     assert read_parallel(tmp_path, "train", "en", "ja") == (
-        ["i can't tell.", "i like tea."],
-        ["分かりません。", "お茶が好き。"],
+        ["i can't swim.", "i like coffee."],
+        ["泳げません。", "コーヒーが好き。"],
     )
-    assert read_parallel(tmp_path, "train", "ja", "en")[0] == ["分かりません。", "お茶が好き。"]
+    assert read_parallel(tmp_path, "train", "ja", "en")[0] == ["泳げません。", "コーヒーが好き。"]
 
 
 def test_read_parallel_errors(tmp_path):

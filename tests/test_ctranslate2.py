@@ -19,9 +19,11 @@ from conftest import (
     assert_refused_before_any_work,
     command_lines,
     copy_folder,
+    cut,
     fake_cpuinfo,
     folder_digest,
     load_demo_model,
+    removed,
     run_command,
     run_script,
     tiny_config,
@@ -242,18 +244,6 @@ def test_evaluation_with_the_engine(exports, trained_demo_model, demo_files, tmp
 
 EXPORT_AGAIN = "export the model again with tiny-transformer export-ctranslate2 --overwrite"
 SETTINGS = "hf_tiny_transformer.json"
-
-
-def cut(name: str):
-    def damage(folder):
-        path = folder / name
-        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-    return damage
-
-
-def removed(name: str):
-    return lambda folder: (folder / name).unlink()
 
 
 def edited_json(name: str, change):

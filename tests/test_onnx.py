@@ -3,6 +3,8 @@ equal generate()'s tokens in float32 (greedy and beam 4) for the trained demo mo
 recipes' shape; int8 close to float32 on the demo test set; onnxruntime as the third engine of every front door; the
 export command's checks; a damaged export, or one of another kind, is one line naming the file and the fix."""
 
+import importlib.abc
+import importlib.util
 import json
 import shutil
 import sys
@@ -11,7 +13,16 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from conftest import assert_one_line_error, copy_folder, folder_digest, load_demo_model, run_command, run_script
+from conftest import (
+    assert_one_line_error,
+    copy_folder,
+    cut,
+    folder_digest,
+    load_demo_model,
+    removed,
+    run_command,
+    run_script,
+)
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape, train_tokenizer
 from hf_tiny_transformer.evaluation import scores
 from hf_tiny_transformer.serving.engines import load_translator
@@ -117,18 +128,6 @@ def test_the_export_command_refuses_what_it_cannot_do(trained_demo_model, demo_o
 EXPORT_AGAIN = "export the model again with tiny-transformer export-onnx --overwrite"
 
 
-def cut(name: str):
-    def damage(folder):
-        path = folder / name
-        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-    return damage
-
-
-def removed(name: str):
-    return lambda folder: (folder / name).unlink()
-
-
 def with_an_unknown_operator(name: str):
     """The graph parses and has the right shape, but onnxruntime has no operator for one of its nodes."""
 
@@ -223,30 +222,36 @@ def test_a_ctranslate2_export_given_to_the_onnx_engine_names_the_engine_to_use(d
 # The onnx packages' import: "install" only where one is not installed
 
 
-def fake_package(folder, name: str, body: str):
-    """A package `name` on sys.path whose import runs `body`."""
-    (folder / name).mkdir()
-    (folder / name / "__init__.py").write_text(body)
+class FakePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """An import of `name` that runs `body` as the package's code (found before any installed package)."""
+
+    def __init__(self, name: str, body: str):
+        self.name, self.body = name, body
+
+    def find_spec(self, fullname, path, target=None):
+        return importlib.util.spec_from_loader(fullname, self) if fullname == self.name else None
+
+    def exec_module(self, module):
+        exec(self.body, module.__dict__)
 
 
 @pytest.fixture
-def fake_onnxruntime(tmp_path, monkeypatch):
-    """Imports of onnxruntime find the package that the test writes with fake_package."""
-    monkeypatch.syspath_prepend(str(tmp_path))
+def fake_onnxruntime(monkeypatch):
+    """fake_onnxruntime(name, body): imports of `name` run `body`, as an installed package's own code would."""
     for name in [name for name in sys.modules if name.partition(".")[0] == "onnxruntime"]:
         monkeypatch.delitem(sys.modules, name)
-    return tmp_path
+    return lambda name, body: monkeypatch.setattr(sys, "meta_path", [FakePackage(name, body), *sys.meta_path])
 
 
 def test_an_interrupted_import_of_onnxruntime_is_an_interruption_not_a_missing_package(fake_onnxruntime):
     # what a compiled extension raises when Ctrl-C comes while its module initializes (pybind11)
-    fake_package(fake_onnxruntime, "onnxruntime", "raise ImportError('initialization failed') from KeyboardInterrupt()")
+    fake_onnxruntime("onnxruntime", "raise ImportError('initialization failed') from KeyboardInterrupt()")
     with pytest.raises(KeyboardInterrupt):
         onnx_packages()
 
 
 def test_a_broken_onnxruntime_is_named_with_its_own_error_not_as_missing(fake_onnxruntime):
-    fake_package(fake_onnxruntime, "onnxruntime", "raise ImportError('import numpy failed')")
+    fake_onnxruntime("onnxruntime", "raise ImportError('import numpy failed')")
     with pytest.raises(ImportError, match="^importing onnxruntime failed: import numpy failed$"):
         onnx_packages()
 
