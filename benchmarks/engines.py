@@ -9,16 +9,19 @@ float32 and int8 (an `export_ctranslate2` folder), and MarianMTModel in transfor
 hf_tiny_transformer.marian.to_marian). Workloads: batch 1 (the first 32 sentences one at a time) and batch 32
 (every sentence). The bare calls: transformers' and onnxruntime's generate() (OnnxSeq2SeqLM) and CTranslate2's
 translate_batch on the sentences' token ids, in their order, as many at once as the workload's batch, each allowed as
-many new tokens as the translator allows. Each round runs every engine once, in turn, after a warm-up round; the table
-gives the mean sentences/s and new tokens/s over the rounds with the 95 % confidence interval of the mean (Student's
-t), each engine's translations against the model's own (how many sentences differ), and translator / bare call.
-Tokens are those of the translations, re-tokenized. Writes runs/speed/engines.json.
+many new tokens as the translator allows. Each engine runs in a fresh process of its own, one after the other (in
+one process the engines' thread pools meet), a warm-up round then the rounds. The table gives the mean sentences/s
+and new tokens/s over the rounds with the 95 % confidence interval of the mean (Student's t), each engine's
+translations against the model's own (how many sentences differ), and translator / bare call. Tokens are those of
+the translations, re-tokenized. Writes runs/speed/engines.json.
 """
 
 import argparse
 import contextlib
 import json
 import math
+import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
@@ -34,12 +37,21 @@ from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.marian import to_marian
 from hf_tiny_transformer.saving import write_atomically
-from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
+from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2, share_per_translator
 from hf_tiny_transformer.serving.engines import load_translator
 from hf_tiny_transformer.serving.onnx import export_onnx
 from hf_tiny_transformer.serving.translator import TransformersTranslator, generation_limit
 
 ROOT = Path(__file__).resolve().parents[1]
+# Each engine: the kind of translator and its compute type.
+ENGINES = {
+    "transformers": ("transformers", None),
+    "onnxruntime float32": ("onnx", "float32"),
+    "onnxruntime int8": ("onnx", "int8"),
+    "ctranslate2 float32": ("ctranslate2", "float32"),
+    "ctranslate2 int8": ("ctranslate2", "int8"),
+    "Marian (transformers)": ("marian", None),
+}
 T_975 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}  # by sample size
 
 
@@ -72,13 +84,13 @@ def bare_call(translator, ids: list[list[int]], batch_size: int):
     transformers and onnxruntime, translate_batch for CTranslate2 (each batch shared by its translators, as the
     translator shares it)."""
     if hasattr(translator, "translator"):  # CTranslate2
-        tokens = [translator.tokenizer.convert_ids_to_tokens(row) for row in ids]
+        tokens = [[translator.tokens[i] for i in row] for row in ids]
 
         def call():
             for start in range(0, len(tokens), batch_size):
                 batch = tokens[start : start + batch_size]
                 limit = generation_limit(max(map(len, batch)), translator.max_positions, None)
-                share = math.ceil(len(batch) / translator.inter_threads)
+                share = share_per_translator(len(batch), translator.inter_threads)
                 translator.translator.translate_batch(
                     batch, beam_size=1, max_decoding_length=limit, max_input_length=0, max_batch_size=share
                 )
@@ -95,63 +107,85 @@ def bare_call(translator, ids: list[list[int]], batch_size: int):
     return call
 
 
+def engine_translator(engine: str, model_folder: str, exports: Path):
+    """The translator of `engine` (a key of ENGINES) for the model and its exports."""
+    kind, compute_type = ENGINES[engine]
+    if kind in ("transformers", "marian"):
+        model, tokenizer = load_model_folder(model_folder)
+        return TransformersTranslator(to_marian(model).eval() if kind == "marian" else model, tokenizer)
+    folder = exports / ("onnx" if kind == "onnx" else f"ct2-{compute_type}")
+    return load_translator(folder, kind, compute_type=compute_type)
+
+
+def time_engine(engine: str, model_folder: str, exports: Path, workloads: dict, rounds: int) -> dict:
+    """One engine timed in this process: each round the translator then the bare call (none for Marian) on every
+    workload, after a warm-up round. Returns {"seconds": ..., "bare_seconds": ..., "outputs": ...}, each by
+    workload, torch's threads and this process's id."""
+    translator = engine_translator(engine, model_folder, exports)
+    seconds = {workload: [] for workload in workloads}
+    bare = {workload: [] for workload in workloads} if ENGINES[engine][0] != "marian" else {}
+    outputs = {}
+    for round_ in range(rounds + 1):  # the first round warms up
+        for workload, (texts, batch_size) in workloads.items():
+            start = time.perf_counter()
+            outputs[workload] = translator.translate(texts, batch_size=batch_size, num_beams=1)
+            if round_:
+                seconds[workload].append(time.perf_counter() - start)
+            if workload in bare:
+                call = bare_call(translator, translator.tokenizer(texts)["input_ids"], batch_size)
+                start = time.perf_counter()
+                call()
+                if round_:
+                    bare[workload].append(time.perf_counter() - start)
+    threads = torch.get_num_threads()
+    return {"seconds": seconds, "bare_seconds": bare, "outputs": outputs, "threads": threads, "process": os.getpid()}
+
+
+def in_own_process(function, *args):
+    """`function(*args)` in a fresh interpreter: engines timed in one process meet in its thread pools (onnxruntime's
+    beside torch's OpenMP threads ran at half its speed)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     model, tokenizer = load_model_folder(args.model)
     sentences = Path(args.source_file).read_text(encoding="utf-8").splitlines()
+    workloads = {"batch 1": (sentences[:32], 1), "batch 32": (sentences, 32)}
     with tempfile.TemporaryDirectory() as folder:
-        export_onnx(model, tokenizer, Path(folder) / "onnx", quantization="int8")
-        export_ctranslate2(model, tokenizer, Path(folder) / "ct2-float32", quantization="float32")
-        export_ctranslate2(model, tokenizer, Path(folder) / "ct2-int8", quantization="int8")
-        threads = torch.get_num_threads()
-        engines = {
-            "transformers": TransformersTranslator(model, tokenizer),
-            "onnxruntime float32": load_translator(f"{folder}/onnx", "onnx", compute_type="float32"),
-            "onnxruntime int8": load_translator(f"{folder}/onnx", "onnx", compute_type="int8"),
-            "ctranslate2 float32": load_translator(f"{folder}/ct2-float32", "ctranslate2", compute_type="float32"),
-            "ctranslate2 int8": load_translator(f"{folder}/ct2-int8", "ctranslate2", compute_type="int8"),
-            "Marian (transformers)": TransformersTranslator(to_marian(model).eval(), tokenizer),
-        }
-        workloads = {"batch 1": (sentences[:32], 1), "batch 32": (sentences, 32)}
-        seconds = {(engine, workload): [] for engine in engines for workload in workloads}
-        bare = {key: [] for key in seconds if not key[0].startswith("Marian")}
-        ids = {workload: tokenizer(texts)["input_ids"] for workload, (texts, _) in workloads.items()}
-        outputs = {}
-        for round_ in range(args.rounds + 1):  # the first round warms up
-            for workload, (texts, batch_size) in workloads.items():
-                for engine, translator in engines.items():
-                    start = time.perf_counter()
-                    outputs[engine, workload] = translator.translate(texts, batch_size=batch_size, num_beams=1)
-                    if round_:
-                        seconds[engine, workload].append(time.perf_counter() - start)
-                    if (engine, workload) in bare:
-                        call = bare_call(translator, ids[workload], batch_size)
-                        start = time.perf_counter()
-                        call()
-                        if round_:
-                            bare[engine, workload].append(time.perf_counter() - start)
+        exports = Path(folder)
+        export_onnx(model, tokenizer, exports / "onnx", quantization="int8")
+        for quantization in ("float32", "int8"):
+            export_ctranslate2(model, tokenizer, exports / f"ct2-{quantization}", quantization=quantization)
+        timed = {engine: in_own_process(time_engine, engine, args.model, exports, workloads, args.rounds)
+                 for engine in ENGINES}  # fmt: skip
+    outputs = {(engine, w): output for engine, timing in timed.items() for w, output in timing["outputs"].items()}
     new_tokens = {key: sum(len(tokenizer(text)["input_ids"]) for text in output) for key, output in outputs.items()}
+    threads = timed["transformers"]["threads"]
     result = {"machine": describe(), "threads": threads, "model": args.model, "rounds": args.rounds, "engines": {}}
+    result["processes"] = {"benchmark": os.getpid(), **{engine: timing["process"] for engine, timing in timed.items()}}
     print(f"{describe()}\n{args.model}, {len(sentences)} sentences, {args.rounds} rounds, greedy")
+    print(f"each engine in its own process; torch on {threads} threads")
     print("| engine | workload | sentences/s | tokens/s | sentences not as transformers | translator / bare call |")
     print("|---|---|---:|---:|---:|---:|")
-    for (engine, workload), times in seconds.items():
-        texts = workloads[workload][0]
-        sentences_per_s = interval([len(texts) / t for t in times])
-        tokens_per_s = interval([new_tokens[engine, workload] / t for t in times])
-        differ = sum(a != b for a, b in zip(outputs[engine, workload], outputs["transformers", workload]))
-        # the translator's time over the bare call's (above 1: what the translator adds)
-        overhead = (
-            statistics.median(times) / statistics.median(bare[engine, workload])
-            if bare.get((engine, workload))
-            else None
-        )
-        result["engines"][f"{engine}, {workload}"] = {"sentences_per_s": sentences_per_s, "tokens_per_s": tokens_per_s,
-                                                      "seconds": times, "bare_seconds": bare.get((engine, workload)),
-                                                      "translator_over_bare": overhead, "differ": differ}  # fmt: skip
-        shown = f"{overhead:.2f}" if overhead else "-"
-        print(f"| {engine} | {workload} | {sentences_per_s[0]:.1f} ± {sentences_per_s[1]:.1f} | "
-              f"{tokens_per_s[0]:,.0f} ± {tokens_per_s[1]:,.0f} | {differ} of {len(texts)} | {shown} |")  # fmt: skip
+    for engine, timing in timed.items():
+        for workload, times in timing["seconds"].items():
+            texts = workloads[workload][0]
+            sentences_per_s = interval([len(texts) / t for t in times])
+            tokens_per_s = interval([new_tokens[engine, workload] / t for t in times])
+            differ = sum(a != b for a, b in zip(outputs[engine, workload], outputs["transformers", workload]))
+            bare = timing["bare_seconds"].get(workload)
+            # the translator's time over the bare call's (above 1: what the translator adds)
+            overhead = statistics.median(times) / statistics.median(bare) if bare else None
+            result["engines"][f"{engine}, {workload}"] = {"sentences_per_s": sentences_per_s,
+                                                          "tokens_per_s": tokens_per_s, "seconds": times,
+                                                          "bare_seconds": bare, "translator_over_bare": overhead,
+                                                          "differ": differ}  # fmt: skip
+            shown = f"{overhead:.2f}" if overhead else "-"
+            speeds = f"{sentences_per_s[0]:.1f} ± {sentences_per_s[1]:.1f} | "
+            speeds += f"{tokens_per_s[0]:,.0f} ± {tokens_per_s[1]:,.0f}"
+            print(f"| {engine} | {workload} | {speeds} | {differ} of {len(texts)} | {shown} |")
     write_atomically(args.output, json.dumps(result, indent=2) + "\n")
 
 

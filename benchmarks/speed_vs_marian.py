@@ -23,7 +23,6 @@ Prints a table and, last, one JSON line of our/Marian ratios (memory: lower is b
 import argparse
 import contextlib
 import json
-import math
 import statistics
 import sys
 import tempfile
@@ -247,6 +246,7 @@ def ctranslate2_runs(
     import ctranslate2
 
     from hf_tiny_transformer.hardware import cpu_cores
+    from hf_tiny_transformer.serving.ctranslate2 import share_per_translator
 
     vocabulary = [f"t{i}" for i in range(model.config.vocab_size)]
     sources = [[vocabulary[i] for i in row] for row in input_ids.tolist()]
@@ -262,7 +262,7 @@ def ctranslate2_runs(
                 beam_size=num_beams,
                 min_decoding_length=NEW_TOKENS,
                 max_decoding_length=NEW_TOKENS,
-                max_batch_size=math.ceil(len(sources) / cores),
+                max_batch_size=share_per_translator(len(sources), cores),
             )
 
         runs[name] = run

@@ -161,3 +161,31 @@ def test_the_profile_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
         [line] = result.stderr.strip().splitlines()
         assert result.returncode == 2 and line.startswith(f"profile_training.py: {message}")
     assert not (tmp_path / "profile.json").exists()
+
+
+def test_the_engines_benchmark_times_every_engine_in_a_process_of_its_own(trained_demo_model, demo_files, tmp_path):
+    """Every engine, both workloads, the translator and the bare call (none for Marian), each engine in a fresh
+    process of its own (in one process the engines' thread pools meet); the model's own engine agrees with itself."""
+    source = tmp_path / "source.en"
+    source.write_text("".join(demo_files.joinpath("test.en").read_text().splitlines(keepends=True)[:8]))
+    output = tmp_path / "engines.json"
+    flags = ["--model", str(trained_demo_model), "--source_file", str(source), "--rounds", "2", "--output", str(output)]
+    # a fresh process, as the script's own children are (spawned)
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engines.py"), *flags],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(output.read_text())
+    engines = ["transformers", "onnxruntime float32", "onnxruntime int8", "ctranslate2 float32", "ctranslate2 int8"]
+    engines.append("Marian (transformers)")
+    assert list(report["engines"]) == [
+        f"{engine}, {workload}" for engine in engines for workload in ("batch 1", "batch 32")
+    ]
+    for name, row in report["engines"].items():
+        assert len(row["seconds"]) == 2 and all(value > 0 for value in row["seconds"]), name
+        assert (row["bare_seconds"] is None) == name.startswith("Marian"), name
+        assert row["translator_over_bare"] is None or row["translator_over_bare"] > 0, name
+    assert report["engines"]["transformers, batch 32"]["differ"] == 0
+    assert report["engines"]["Marian (transformers), batch 32"]["differ"] == 0  # the exact conversion
+    processes = report["processes"]
+    assert len(set(processes.values())) == len(engines) + 1  # the benchmark's own and one per engine
+    assert "| ctranslate2 int8 | batch 32 | " in result.stdout

@@ -150,6 +150,12 @@ def convert(spec, output_dir: Path, quantization: str | None):
     SpecConverter().convert(str(output_dir), quantization=quantization, force=True)  # into an empty staging folder
 
 
+def share_per_translator(batch_size: int, inter_threads: int) -> int:
+    """translate_batch's max_batch_size for a batch shared evenly between the `inter_threads` translators that run at
+    once (CTranslate2's replicas): each gets its share, none waits idle."""
+    return math.ceil(batch_size / inter_threads)
+
+
 def tokens_by_id(tokenizer) -> list[str]:
     """The tokenizer's tokens in id order."""
     return [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
@@ -288,6 +294,9 @@ class CTranslate2Translator(Translator):
             ) from None
         finally:  # CTranslate2 sets the OpenMP threads it shares with torch: the process keeps its own
             torch.set_num_threads(threads)
+        # ids <-> tokens by lookup: the tokenizer's own conversions are a Python call per token
+        self.tokens = tokens_by_id(tokenizer)
+        self.ids = {token: index for index, token in enumerate(self.tokens)}
         self.check_positions(folder)
 
     def check_positions(self, folder: Path):
@@ -309,7 +318,7 @@ class CTranslate2Translator(Translator):
             )
 
     def translate_ids(self, batch, num_beams=None, length_penalty=None, max_new_tokens=None) -> list[str]:
-        tokens = [self.tokenizer.convert_ids_to_tokens(ids) for ids in batch]
+        tokens = [[self.tokens[i] for i in ids] for ids in batch]
         beams, penalty = self.decoding(num_beams, length_penalty)
         results = self.translator.translate_batch(
             tokens,
@@ -317,11 +326,18 @@ class CTranslate2Translator(Translator):
             length_penalty=penalty,
             max_decoding_length=generation_limit(max(map(len, tokens)), self.max_positions, max_new_tokens),
             max_input_length=0,
-            max_batch_size=math.ceil(len(tokens) / self.inter_threads),  # a share for each translator at once
+            max_batch_size=share_per_translator(len(tokens), self.inter_threads),
         )
-        ids = [self.tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+        ids = [[self.ids[token] for token in result.hypotheses[0]] for result in results]
         rows = within_own_limits(ids, batch, self.max_positions, max_new_tokens, start=0)
         return self.tokenizer.batch_decode(rows, skip_special_tokens=True)
 
 
-__all__ = ["export_ctranslate2", "check_ctranslate2_export", "CTranslate2Translator", "model_spec", "convert"]
+__all__ = [
+    "export_ctranslate2",
+    "check_ctranslate2_export",
+    "CTranslate2Translator",
+    "model_spec",
+    "convert",
+    "share_per_translator",
+]

@@ -460,10 +460,13 @@ def compare(path: Path, graph_has: str, found: int | None, key: str, expected: i
 
 def sessions(folder: Path, int8: bool, threads: int = 0):
     """onnxruntime sessions of the encoder and decoder graphs (the `_quantized` ones with `int8`); a graph the
-    runtime refuses is a ValueError naming it."""
+    runtime refuses is a ValueError naming it. Their threads wait without spinning: between two steps of a
+    translation, generate() runs in torch on the same cores, and spinning threads took the cores from it (a third of
+    the speed at batch 32 on two cores)."""
     _, onnxruntime = onnx_packages()
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     suffix = QUANTIZED if int8 else ""
     loaded = []
     for graph in (ENCODER, DECODER):

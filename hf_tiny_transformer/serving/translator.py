@@ -23,6 +23,7 @@ from ..text_tiny_transformer import (
     generation_settings,
     guess_language,
     put_together,
+    remove_invisible_characters,
     segments,
     texts_of,
     translate_in_pieces,
@@ -71,6 +72,28 @@ def in_length_batches(lengths: list[int], batch_size: int, translate_batch: Call
                 translations[index] = text
             bar.update(len(indices))
     return translations
+
+
+class TokenIds:
+    """Token ids of texts, each text encoded once: the texts given first in one call to the tokenizer, any other on
+    first use. Counting a text's tokens, cutting it into sentences and encoding the sentences would otherwise encode
+    each sentence up to three times, one call each, which costs more than a fast engine takes to translate it."""
+
+    def __init__(self, tokenizer, texts: list[str]):
+        self.tokenizer = tokenizer
+        self.known = dict(zip(texts, tokenizer(texts, verbose=False)["input_ids"])) if texts else {}
+
+    def __getitem__(self, text: str) -> list[int]:
+        if text not in self.known:  # verbose=False: counting a long text is no reason for a length warning
+            self.known[text] = self.tokenizer(text, verbose=False)["input_ids"]
+        return self.known[text]
+
+    def within(self, text: str, max_length: int) -> list[int]:
+        """The ids of `text`, truncated to `max_length` as the tokenizer truncates (its last token kept)."""
+        ids = self[text]
+        if len(ids) <= max_length:
+            return ids
+        return self.tokenizer(text, truncation=True, max_length=max_length)["input_ids"]
 
 
 class DoesNotFit(ValueError):
@@ -132,18 +155,20 @@ class Translator:
         )
         batch_size = generation_settings(batch_size=batch_size)["batch_size"]
         config = self.generation_config
+        texts = texts_of(texts)
+        token_ids = TokenIds(self.tokenizer, [remove_invisible_characters(text) for text in texts])
 
         def translate_pieces(pieces: list[str]) -> list[list[str]]:
             self.check_fits(settings.get("num_beams"), min(batch_size, len(pieces)))
-            encoded = self.tokenizer(pieces, truncation=True, max_length=self.max_positions)["input_ids"]
+            encoded = [token_ids.within(piece, self.max_positions) for piece in pieces]
             lengths = [len(ids) for ids in encoded]
             translate_batch = lambda indices: self.translate_ids([encoded[i] for i in indices], **settings)  # noqa: E731
             return [[text] for text in in_length_batches(lengths, batch_size, translate_batch, progress)]
 
         results = translate_in_pieces(
-            texts_of(texts),
+            texts,
             translate_pieces,
-            lambda text: len(self.tokenizer(text, verbose=False)["input_ids"]),  # counted: no length warning
+            lambda text: len(token_ids[text]),
             self.max_positions,
             source_lang=getattr(config, "source_lang", None),
             target_lang=getattr(config, "target_lang", None),
@@ -241,6 +266,7 @@ class TransformersTranslator(Translator):
 
 __all__ = [
     "DoesNotFit",
+    "TokenIds",
     "hypothesis_bytes",
     "Translator",
     "TransformersTranslator",
