@@ -68,6 +68,17 @@ def test_a_batch_shared_between_translators_gives_the_translations_of_one(export
     assert shared.translate(sources, batch_size=32) == one.translate(sources, batch_size=32)
 
 
+def test_batches_queued_in_the_background_give_each_sentences_own_translation(exports, demo_files):
+    """translate_batch works in the background, several batches queued at once: each sentence gets the translation
+    it gets alone, in the given order."""
+    _, _, paths = exports
+    sources = (demo_files / "test.en").read_text(encoding="utf-8").splitlines()[:40]
+    translator = CTranslate2Translator(paths["float32"], compute_type="float32")
+    assert translator.in_flight > 1
+    alone = [translator.translate([source], num_beams=1)[0] for source in sources]
+    assert translator.translate(sources, batch_size=3, num_beams=1) == alone
+
+
 def test_loading_a_ctranslate2_translator_leaves_torchs_threads_as_they_were(exports):
     _, _, paths = exports
     before = torch.get_num_threads()

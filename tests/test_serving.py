@@ -6,7 +6,7 @@ import pytest
 
 from hf_tiny_transformer.errors import UsageError
 from hf_tiny_transformer.serving.engines import load_translator
-from hf_tiny_transformer.serving.translator import TransformersTranslator, translation_length_limit
+from hf_tiny_transformer.serving.translator import TransformersTranslator, in_length_batches, translation_length_limit
 
 
 def test_translations_are_in_the_given_order_and_their_length_follows_the_source(text_model, tokenizer):
@@ -53,3 +53,26 @@ def test_the_texts_are_encoded_in_one_call_and_each_piece_once(text_model, token
     assert first == texts
     assert others and all(isinstance(text, str) and text not in texts for text in others)  # the sentences of the last
     assert len(others) == len(set(others))  # each once
+
+
+def test_batches_in_flight_are_waited_for_oldest_first_and_put_back_in_order():
+    """An engine that translates in the background gets `in_flight` batches before the oldest is waited for; the
+    translations come back in the inputs' order whatever the batches' order (by length)."""
+    events = []
+
+    def submit(indices):
+        events.append(("start", tuple(indices)))
+
+        def result():
+            events.append(("wait", tuple(indices)))
+            return [f"t{index}" for index in indices]
+
+        return result
+
+    lengths = [5, 1, 4, 2, 3]
+    assert in_length_batches(lengths, 2, submit, progress=False, in_flight=2) == [f"t{i}" for i in range(5)]
+    assert events == [("start", (1, 3)), ("start", (4, 2)), ("wait", (1, 3)), ("start", (0,)), ("wait", (4, 2)),
+                      ("wait", (0,))]  # fmt: skip
+    events.clear()
+    in_length_batches(lengths, 2, submit, progress=False)  # one at a time: each waited for before the next starts
+    assert [kind for kind, _ in events] == ["start", "wait"] * 3

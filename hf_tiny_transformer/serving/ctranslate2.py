@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -277,6 +278,9 @@ class CTranslate2Translator(Translator):
             compute_type = choice.compute_type
         self.compute_type = compute_type
         self.inter_threads = inter_threads or (cpu_cores() if device == "cpu" else 1)
+        # translate_batch works in the background: with batches queued, a translator done with its share of one
+        # batch takes a share of the next instead of waiting for the others
+        self.in_flight = 2 * self.inter_threads
         engine = ctranslate2()
         threads = torch.get_num_threads()
         try:
@@ -318,19 +322,27 @@ class CTranslate2Translator(Translator):
             )
 
     def translate_ids(self, batch, num_beams=None, length_penalty=None, max_new_tokens=None) -> list[str]:
+        return self.submit_ids(batch, num_beams, length_penalty, max_new_tokens)()
+
+    def submit_ids(self, batch, num_beams=None, length_penalty=None, max_new_tokens=None) -> Callable[[], list[str]]:
         tokens = [[self.tokens[i] for i in ids] for ids in batch]
         beams, penalty = self.decoding(num_beams, length_penalty)
-        results = self.translator.translate_batch(
+        pending = self.translator.translate_batch(
             tokens,
             beam_size=beams,
             length_penalty=penalty,
             max_decoding_length=generation_limit(max(map(len, tokens)), self.max_positions, max_new_tokens),
             max_input_length=0,
             max_batch_size=share_per_translator(len(tokens), self.inter_threads),
+            asynchronous=True,
         )
-        ids = [[self.ids[token] for token in result.hypotheses[0]] for result in results]
-        rows = within_own_limits(ids, batch, self.max_positions, max_new_tokens, start=0)
-        return self.tokenizer.batch_decode(rows, skip_special_tokens=True)
+
+        def translations() -> list[str]:
+            ids = [[self.ids[token] for token in result.result().hypotheses[0]] for result in pending]
+            rows = within_own_limits(ids, batch, self.max_positions, max_new_tokens, start=0)
+            return self.tokenizer.batch_decode(rows, skip_special_tokens=True)
+
+        return translations
 
 
 __all__ = [

@@ -12,6 +12,7 @@ of similar length (the least padding), each allowed `translation_length_limit` n
 given come from the model's generation config (`tune_decoding.py` chooses them on dev data).
 """
 
+import collections
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -57,20 +58,34 @@ def within_own_limits(rows: list, batch: list[list[int]], max_positions: int, ma
     ]
 
 
-def in_length_batches(lengths: list[int], batch_size: int, translate_batch: Callable, progress: bool) -> list[str]:
+def in_length_batches(
+    lengths: list[int], batch_size: int, submit_batch: Callable, progress: bool, in_flight: int = 1
+) -> list[str]:
     """Translations of inputs of the given lengths, in the inputs' order, made in batches of `batch_size` inputs of
-    similar length: `translate_batch(indices)` returns the translations of those inputs. `progress`: a bar over the
-    sentences on a terminal (none when stderr is a file)."""
+    similar length. `submit_batch(indices)` starts translating those inputs and returns a function that gives their
+    translations; up to `in_flight` batches are started before the oldest is waited for (an engine that translates
+    in the background then never waits for the next batch). `progress`: a bar over the sentences on a terminal (none
+    when stderr is a file)."""
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
     translations = [""] * len(lengths)
+    pending = collections.deque()
     with tqdm(
         total=len(lengths), unit=" sentences", desc="translating", disable=None if progress else True, leave=False
     ) as bar:
-        for start in range(0, len(order), batch_size):
-            indices = order[start : start + batch_size]
-            for index, text in zip(indices, translate_batch(indices)):
+
+        def finish_oldest():
+            indices, result = pending.popleft()
+            for index, text in zip(indices, result()):
                 translations[index] = text
             bar.update(len(indices))
+
+        for start in range(0, len(order), batch_size):
+            indices = order[start : start + batch_size]
+            pending.append((indices, submit_batch(indices)))
+            if len(pending) >= in_flight:
+                finish_oldest()
+        while pending:
+            finish_oldest()
     return translations
 
 
@@ -113,6 +128,8 @@ class Translator:
         tokenizer: the model's tokenizer; generation_config: its decoding settings (beams, length penalty, and
         source_lang / target_lang / english_casing when training wrote them); max_positions: the longest input.
     """
+
+    in_flight = 1  # batches started before the oldest is waited for (in_length_batches)
 
     def __init__(self, tokenizer, generation_config, max_positions: int, hypothesis_bytes: int, device: str = "cpu"):
         self.tokenizer, self.generation_config, self.max_positions = tokenizer, generation_config, max_positions
@@ -162,8 +179,9 @@ class Translator:
             self.check_fits(settings.get("num_beams"), min(batch_size, len(pieces)))
             encoded = [token_ids.within(piece, self.max_positions) for piece in pieces]
             lengths = [len(ids) for ids in encoded]
-            translate_batch = lambda indices: self.translate_ids([encoded[i] for i in indices], **settings)  # noqa: E731
-            return [[text] for text in in_length_batches(lengths, batch_size, translate_batch, progress)]
+            submit = lambda indices: self.submit_ids([encoded[i] for i in indices], **settings)  # noqa: E731
+            translations = in_length_batches(lengths, batch_size, submit, progress, self.in_flight)
+            return [[text] for text in translations]
 
         results = translate_in_pieces(
             texts,
@@ -185,6 +203,12 @@ class Translator:
     ) -> list[str]:
         """The decoded translations of a batch of token id lists."""
         raise NotImplementedError
+
+    def submit_ids(self, batch: list[list[int]], **settings) -> Callable[[], list[str]]:
+        """Start translating a batch (as `translate_ids`); returns a function that gives the translations. An
+        engine that translates in the background (`in_flight` above 1) returns before they are done."""
+        translations = self.translate_ids(batch, **settings)
+        return lambda: translations
 
     def decoding(self, num_beams: int | None, length_penalty: float | None) -> tuple[int, float]:
         """Beams and length penalty: the given ones, else the generation config's, else 1 and 1.0."""
