@@ -6,14 +6,14 @@ on the same token ids (what the translator adds: sentence splitting, batches by 
 
 The engines: transformers (the model as it is), onnxruntime float32 and int8 (an `export_onnx` folder), CTranslate2
 float32 and int8 (an `export_ctranslate2` folder), and MarianMTModel in transformers (the exact conversion,
-hf_tiny_transformer.marian.to_marian). Workloads: batch 1 (the first 32 sentences one at a time) and batch 32
-(every sentence). The bare calls: transformers' and onnxruntime's generate() (OnnxSeq2SeqLM) and CTranslate2's
-translate_batch on the sentences' token ids, in their order, as many at once as the workload's batch, each allowed as
-many new tokens as the translator allows. Each engine runs in a fresh process of its own, one after the other (in
-one process the engines' thread pools meet), a warm-up round then the rounds. The table gives the mean sentences/s
-and new tokens/s over the rounds with the 95 % confidence interval of the mean (Student's t), each engine's
-translations against the model's own (how many sentences differ), and translator / bare call. Tokens are those of
-the translations, re-tokenized. Writes runs/speed/engines.json.
+hf_tiny_transformer.marian.to_marian). Workloads: batch 1 (the first 32 sentences, one call each) and batch 32
+(every sentence in one call). The bare calls: transformers' and onnxruntime's generate() (OnnxSeq2SeqLM) and
+CTranslate2's translate_batch on the sentences' token ids, in their order, as many at once as the workload's batch,
+each allowed as many new tokens as the translator allows. Each engine runs in a fresh process of its own, one after
+the other (in one process the engines' thread pools meet), a warm-up round then the rounds. The table gives the mean
+sentences/s and new tokens/s over the rounds with the 95 % confidence interval of the mean (Student's t), each
+engine's translations against the model's own (how many sentences differ), and translator / bare call. Tokens are
+those of the translations, re-tokenized. Writes runs/speed/engines.json.
 """
 
 import argparse
@@ -117,6 +117,14 @@ def engine_translator(engine: str, model_folder: str, exports: Path):
     return load_translator(folder, kind, compute_type=compute_type)
 
 
+def translate(translator, texts: list[str], batch_size: int) -> list[str]:
+    """The translator on `texts`, greedy: at batch 1 one call a sentence, as a user typing waits for each (given a
+    list, an engine that queues batches would translate several sentences at once)."""
+    if batch_size == 1:
+        return [translator.translate([text], num_beams=1)[0] for text in texts]
+    return translator.translate(texts, batch_size=batch_size, num_beams=1)
+
+
 def time_engine(engine: str, model_folder: str, exports: Path, workloads: dict, rounds: int) -> dict:
     """One engine timed in this process: each round the translator then the bare call (none for Marian) on every
     workload, after a warm-up round. Returns {"seconds": ..., "bare_seconds": ..., "outputs": ...}, each by
@@ -128,7 +136,7 @@ def time_engine(engine: str, model_folder: str, exports: Path, workloads: dict, 
     for round_ in range(rounds + 1):  # the first round warms up
         for workload, (texts, batch_size) in workloads.items():
             start = time.perf_counter()
-            outputs[workload] = translator.translate(texts, batch_size=batch_size, num_beams=1)
+            outputs[workload] = translate(translator, texts, batch_size)
             if round_:
                 seconds[workload].append(time.perf_counter() - start)
             if workload in bare:
