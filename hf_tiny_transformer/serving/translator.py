@@ -13,8 +13,10 @@ given come from the model's generation config (`tune_decoding.py` chooses them o
 """
 
 import collections
+import contextlib
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import torch
@@ -69,15 +71,18 @@ def in_length_batches(
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
     translations = [""] * len(lengths)
     pending = collections.deque()
-    with tqdm(
-        total=len(lengths), unit=" sentences", desc="translating", disable=None if progress else True, leave=False
-    ) as bar:
+    # no bar made at all without progress: a call a sentence would pay for it
+    bar = (
+        tqdm(total=len(lengths), unit=" sentences", desc="translating", disable=None, leave=False) if progress else None
+    )
+    with bar if bar is not None else contextlib.nullcontext():
 
         def finish_oldest():
             indices, result = pending.popleft()
             for index, text in zip(indices, result()):
                 translations[index] = text
-            bar.update(len(indices))
+            if bar is not None:
+                bar.update(len(indices))
 
         for start in range(0, len(order), batch_size):
             indices = order[start : start + batch_size]
@@ -134,15 +139,23 @@ class Translator:
     def __init__(self, tokenizer, generation_config, max_positions: int, hypothesis_bytes: int, device: str = "cpu"):
         self.tokenizer, self.generation_config, self.max_positions = tokenizer, generation_config, max_positions
         self.hypothesis_bytes, self.device = hypothesis_bytes, device
+        self.free_bytes, self.free_read_at = 0, -math.inf
+
+    def free_memory(self) -> int:
+        """The device's free memory (hardware.free_memory), read again at most once a second: a call a sentence
+        would otherwise read it for every sentence."""
+        from ..hardware import free_memory
+
+        if time.monotonic() - self.free_read_at > 1:
+            self.free_bytes, self.free_read_at = free_memory(self.device), time.monotonic()
+        return self.free_bytes
 
     def check_fits(self, num_beams: int | None, batch_size: int):
         """A DoesNotFit error naming the largest beam count that fits, when `batch_size` sentences with `num_beams`
         beams would need more memory than the device has free (a search of a billion beams would otherwise end in
         an out-of-memory crash)."""
-        from ..hardware import free_memory
-
         beams = self.decoding(num_beams, None)[0]
-        need, free = batch_size * beams * self.hypothesis_bytes, free_memory(self.device)
+        need, free = batch_size * beams * self.hypothesis_bytes, self.free_memory()
         if need > free:
             largest = free // (batch_size * self.hypothesis_bytes)
             sentences = f"{batch_size} sentence{'s' * (batch_size != 1)}"
