@@ -126,8 +126,9 @@ def translate(translator, texts: list[str], batch_size: int) -> list[str]:
 
 
 def time_engine(engine: str, model_folder: str, exports: Path, workloads: dict, rounds: int) -> dict:
-    """One engine timed in this process: each round the translator then the bare call (none for Marian) on every
-    workload, after a warm-up round. Returns {"seconds": ..., "bare_seconds": ..., "outputs": ...}, each by
+    """One engine timed in this process: each round the translator and the bare call (none for Marian) on every
+    workload, which of the two goes first alternating from round to round (the one after a batch-32 run starts with
+    cold caches), after a warm-up round. Returns {"seconds": ..., "bare_seconds": ..., "outputs": ...}, each by
     workload, torch's threads and this process's id."""
     translator = engine_translator(engine, model_folder, exports)
     seconds = {workload: [] for workload in workloads}
@@ -135,16 +136,17 @@ def time_engine(engine: str, model_folder: str, exports: Path, workloads: dict, 
     outputs = {}
     for round_ in range(rounds + 1):  # the first round warms up
         for workload, (texts, batch_size) in workloads.items():
-            start = time.perf_counter()
-            outputs[workload] = translate(translator, texts, batch_size)
-            if round_:
-                seconds[workload].append(time.perf_counter() - start)
-            if workload in bare:
-                call = bare_call(translator, translator.tokenizer(texts)["input_ids"], batch_size)
+            call = bare_call(translator, translator.tokenizer(texts)["input_ids"], batch_size)
+            for which in ("translator", "bare") if round_ % 2 else ("bare", "translator"):
+                if which == "bare" and workload not in bare:
+                    continue
                 start = time.perf_counter()
-                call()
+                if which == "translator":
+                    outputs[workload] = translate(translator, texts, batch_size)
+                else:
+                    call()
                 if round_:
-                    bare[workload].append(time.perf_counter() - start)
+                    (seconds if which == "translator" else bare)[workload].append(time.perf_counter() - start)
     threads = torch.get_num_threads()
     return {"seconds": seconds, "bare_seconds": bare, "outputs": outputs, "threads": threads, "process": os.getpid()}
 
