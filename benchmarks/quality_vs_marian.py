@@ -10,11 +10,17 @@ side-by-side table and a JSON line, and writes the result to runs/quality/{direc
 """
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from hf_tiny_transformer.commands.output_guard import check_output
+from hf_tiny_transformer.commands.runner import run
+from hf_tiny_transformer.errors import UsageError, at_least
+from hf_tiny_transformer.saving import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,14 +34,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--output_dir", type=Path, default=ROOT / "runs" / "quality")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags for train.py")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    at_least("--max_steps", args.max_steps, 1)
+    if not (Path(args.corpus_dir) / "train.en").is_file():
+        raise UsageError(f"--corpus_dir {args.corpus_dir} holds no train.en; run make data, or pass a corpus folder")
+    with contextlib.suppress(OSError):  # reports go under runs/, new in a clone; check_output names a problem
+        (args.output_dir / args.direction).mkdir(parents=True, exist_ok=True)
+    check_output(args.output_dir / args.direction / "result.json", kind="file", flag="--output_dir")
+    return args
 
 
-def run(command: list[str]) -> str:
+def run_step(command: list[str]) -> str:
+    """Run one training; its failure is one line with the last line it wrote (its whole log is in its folder)."""
     print("$", " ".join(command), flush=True)
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:
-        sys.exit(f"failed ({result.returncode}):\n{result.stderr[-3000:]}")
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"train.py failed with exit status {result.returncode}: {last}")
     return result.stdout
 
 
@@ -62,7 +77,7 @@ def train_and_score(args, architecture: str, output_dir: Path, tokenizer: Path |
         *args.extra,
     ]
     start = time.perf_counter()
-    run(command)
+    run_step(command)
     metrics = json.loads((output_dir / "metrics.json").read_text())
     return {
         "bleu": round(metrics["test_bleu"], 2),
@@ -88,8 +103,8 @@ def main(argv=None) -> None:
             f"| {scores['train_minutes']} |"
         )
     print(json.dumps(result))
-    (folder / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_atomically(folder / "result.json", json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -92,12 +92,17 @@ def test_peak_tensor_memory_counts_what_is_alive_at_once():
     assert memory.current == 4000
 
 
-def test_training_modes_benchmark_times_the_modes_asked_and_the_recommended_one(demo_files, tmp_path):
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
+def demo_corpus(demo_files: Path, folder: Path) -> Path:
+    """The demo corpus under the names of small_parallel_enja's files (train, dev, test)."""
+    folder.mkdir()
     for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
         for lang in ("en", "ja"):
-            (corpus / f"{name}.{lang}").write_bytes((demo_files / f"{split}.{lang}").read_bytes())
+            (folder / f"{name}.{lang}").write_bytes((demo_files / f"{split}.{lang}").read_bytes())
+    return folder
+
+
+def test_training_modes_benchmark_times_the_modes_asked_and_the_recommended_one(demo_files, tmp_path):
+    corpus = demo_corpus(demo_files, tmp_path / "corpus")
     output = tmp_path / "modes.json"
     flags = [
         "--recipe", str(ROOT / "training" / "recipes" / "en-ja.json"), "--corpus_dir", str(corpus),
@@ -189,3 +194,35 @@ def test_the_engines_benchmark_times_every_engine_in_a_process_of_its_own(traine
     processes = report["processes"]
     assert len(set(processes.values())) == len(engines) + 1  # the benchmark's own and one per engine
     assert "| ctranslate2 int8 | batch 32 | " in result.stdout
+
+
+def test_the_quality_benchmark_trains_both_models_alike_and_scores_them(demo_files, tmp_path):
+    """Ours and Marian from the same recipe, steps and tokenizer (Marian's run reads ours), each scored on the test
+    set; the table and result.json say the same."""
+    corpus = demo_corpus(demo_files, tmp_path / "corpus")
+    flags = ["--direction", "en-ja", "--max_steps", "2", "--corpus_dir", str(corpus), "--output_dir", str(tmp_path),
+             "--extra", "--vocab_size", "300", "--config_overrides", SMALL_MODEL, "--save_steps", "1",
+             "--average_checkpoints", "2", "--save_total_limit", "2"]  # fmt: skip
+    result = run_script("quality_vs_marian.py", *flags, folder="benchmarks", timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((tmp_path / "en-ja" / "result.json").read_text())
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == report and report["max_steps"] == 2
+    for model, name in (("ours", "hf-tiny-transformer"), ("marian", "MarianMTModel")):
+        scores = report[model]
+        assert 0 <= scores["bleu"] <= 100 and scores["chrf"] >= 0, scores
+        assert f"| {name} | {scores['bleu']:.2f} ± {scores['bleu_ci']:.2f} | {scores['chrf']:.2f} |" in result.stdout
+    [marian_run] = [line for line in result.stdout.splitlines() if line.startswith("$ ") and "marian" in line]
+    assert f"--tokenizer_name {tmp_path / 'en-ja' / 'ours' / 'tokenizer'}" in marian_run  # the tokenizer ours trained
+
+
+def test_the_quality_benchmark_refuses_bad_flags_in_one_line_before_any_work(tmp_path):
+    cases = {
+        ("--max_steps", "0"): "--max_steps must be at least 1, got 0",
+        ("--corpus_dir", str(tmp_path / "nope")): f"--corpus_dir {tmp_path / 'nope'} holds no train.en; run make data",
+    }
+    for flags, message in cases.items():
+        result = run_script("quality_vs_marian.py", "--direction", "en-ja", "--output_dir", str(tmp_path / "q"), *flags,
+                            folder="benchmarks")  # fmt: skip
+        [line] = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and line.startswith(f"quality_vs_marian.py: {message}"), line
+    assert not (tmp_path / "q" / "en-ja" / "result.json").exists()

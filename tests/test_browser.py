@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import assert_one_line_error, load_demo_model, removed, run_command
+from conftest import assert_one_line_error, load_demo_model, removed, run_command, run_script
 from hf_tiny_transformer import text_tiny_transformer as text
 from hf_tiny_transformer.serving.browser import (
     PAGE,
@@ -272,3 +272,22 @@ def test_text_js_joins_and_cases_as_python_does(tmp_path):
     expected = [text.join(translations, plan, lang) for lang in ("en", "ja", "zh-Hans")]
     expected += [text.english_casing(translation) for translation in translations]
     assert run_text_js(tmp_path, calls) == expected
+
+
+def test_the_browser_benchmark_measures_both_dtypes_and_the_shared_table(trained_demo_model, tmp_path):
+    """benchmarks/browser_page.py end to end, one round: the float32 page translates as the Python translator does,
+    both dtypes are timed, and the export's sizes show the embedding table stored once."""
+    needed()
+    output = tmp_path / "page.json"
+    flags = ["--model", str(trained_demo_model), "--rounds", "1", "--output", str(output)]
+    result = run_script("browser_page.py", *flags, folder="benchmarks", timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(output.read_text())
+    translator = TransformersTranslator(*load_demo_model(trained_demo_model))
+    assert report["fp32"]["translation"] == translator.translate([report["text"]], num_beams=1)[0]
+    for dtype in ("fp32", "q8"):
+        timing = report[dtype]
+        assert timing["load_seconds"] > 0 and timing["first_translation_seconds"] > 0 and timing["tokens_per_s"] > 0
+    sizes, table = report["export_bytes"], report["one_table_saves_bytes"]
+    assert sizes["int8"] < sizes["float32"] and 0 < table["int8"] < table["float32"] < sizes["float32"]
+    assert f"the page downloads {sizes['float32'] / 1e6:.2f} MB (float32)" in result.stdout
