@@ -83,8 +83,8 @@ def corpus_repository(folder: Path, lines: dict[str, str]) -> str:
 
 SPLITS = ("train", "dev", "test")
 CORPUS = {
-    **{f"{split}.en": "i can 't tell who will arrive first .\nyear followed year ...\n" for split in SPLITS},
-    **{f"{split}.ja": "誰 が 一番 に 着 く か 私 に は 分か り ま せ ん 。\n年 が 過ぎ た 。\n" for split in SPLITS},
+    **{f"{split}.en": "i can 't say who will leave last .\nnight followed night ...\n" for split in SPLITS},
+    **{f"{split}.ja": "誰 が 最後 に 出 る か 私 に は 言え ま せ ん 。\n夜 が 続 い た 。\n" for split in SPLITS},
     "README.md": "small_parallel_enja\n",
 }
 
@@ -100,8 +100,8 @@ def test_get_corpus_fetches_the_pinned_commit_into_a_folder_the_recipes_read(tmp
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(p.name for p in output.iterdir()) == sorted(CORPUS)
     assert read_parallel(output, "train", "en", "ja") == (
-        ["i can't tell who will arrive first.", "year followed year..."],
-        ["誰が一番に着くか私には分かりません。", "年が過ぎた。"],
+        ["i can't say who will leave last.", "night followed night..."],
+        ["誰が最後に出るか私には言えません。", "夜が続いた。"],
     )
     again = run_script(
         "get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "remote"), "--commit", commit
