@@ -63,7 +63,10 @@ def interrupted_while_importing() -> None:
 
         def stop(signal_number, frame):
             sys.stderr.write(f"{prog}: interrupted\n")
-            sys.exit(130)
+            sys.stderr.flush()
+            # not sys.exit: its exception can land in a callback of the import machinery, where Python only prints
+            # it and goes on; nothing is written yet, so there is nothing to clean up
+            os._exit(130)
 
         signal.signal(signal.SIGINT, stop)
 
