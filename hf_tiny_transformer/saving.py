@@ -27,11 +27,23 @@ import secrets
 import shutil
 import stat
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 StrPath = str | os.PathLike
 AT_FDCWD, RENAME_EXCHANGE = -100, 2  # linux/fcntl.h, linux/fs.h
+
+# Set by the commands' Ctrl-C handler (commands/runner.py). A KeyboardInterrupt can be caught by a library that goes
+# on, or land in a callback where Python prints it and goes on; a save finished after the press must still not take
+# the old one's place.
+interrupted = threading.Event()
+
+
+def _stop_if_interrupted():
+    """KeyboardInterrupt where Ctrl-C was pressed during the save, whatever became of its own exception."""
+    if interrupted.is_set():
+        raise KeyboardInterrupt
 
 
 def _temporary_name(path: Path, kind: str = "saving") -> Path:
@@ -104,6 +116,7 @@ def replaced_file(path: StrPath) -> Iterator[Path]:
     try:
         yield temporary
         os.chmod(temporary, _usual_mode(0o666))  # a writer may have replaced it (safetensors writes files 0o600)
+        _stop_if_interrupted()
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
@@ -210,8 +223,9 @@ def _put_in_place(staged: Path, folder: Path):
 def staged_folder(folder: StrPath, keep: Iterable[str] = ()) -> Iterator[Path]:
     """A new empty folder beside `folder` to save into. When the block ends without an error, it takes the old
     folder's place in one atomic step, with hard links of the old folder's entries named in `keep` (names at its
-    top) that the save did not write; nothing else of the old folder stays. On any error or interrupt it is removed
-    and `folder` stays as it was. Missing parent folders are created."""
+    top) that the save did not write; nothing else of the old folder stays. On any error or interrupt (also a Ctrl-C
+    whose KeyboardInterrupt was lost on the way: `interrupted`) it is removed and `folder` stays as it was. Missing
+    parent folders are created."""
     folder = _target(folder)
     if os.path.lexists(folder) and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is a file; cannot save a folder there")
@@ -224,10 +238,11 @@ def staged_folder(folder: StrPath, keep: Iterable[str] = ()) -> Iterator[Path]:
         _give_usual_modes(staging)  # before the kept entries are linked in: only what this save wrote
         if folder.is_dir():
             _keep(folder, staging, keep)
+        _stop_if_interrupted()
         _put_in_place(staging, folder)
     finally:
         if os.path.lexists(staging):  # the unfinished new folder, or after an exchange the old one
             _remove(staging)
 
 
-__all__ = ["replaced_file", "staged_folder", "write_atomically"]
+__all__ = ["interrupted", "replaced_file", "staged_folder", "write_atomically"]

@@ -27,6 +27,7 @@ from hf_tiny_transformer.commands import COMMANDS, output_guard
 from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.errors import UsageError
+from hf_tiny_transformer.saving import replaced_file, staged_folder
 
 
 def write_files(folder: Path, files: dict[str, str]):
@@ -254,6 +255,50 @@ def test_ctrl_c_in_a_command_is_one_line_and_exit_status_130(capsys):
 
     assert run(main, [], prog="tool") == 130
     assert capsys.readouterr().err == "tool: interrupted\n"
+
+
+def press_ctrl_c_and_lose_it():
+    """Ctrl-C whose KeyboardInterrupt a library catches and goes on (or Python prints and ignores, where it lands in a
+    callback)."""
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt:
+        pass
+
+
+def save_a_folder(folder: Path):
+    with staged_folder(folder) as staging:
+        (staging / "model.safetensors").write_text("new")
+        press_ctrl_c_and_lose_it()
+
+
+def save_a_file(folder: Path):
+    with replaced_file(folder / "model.safetensors") as temporary:
+        temporary.write_text("new")
+        press_ctrl_c_and_lose_it()
+
+
+@pytest.mark.parametrize("save", [save_a_folder, save_a_file, None], ids=["folder", "file", "nothing-saved"])
+def test_ctrl_c_whose_exception_was_lost_still_ends_the_command_and_puts_no_save_in_place(tmp_path, capsys, save):
+    """The press is remembered: a save finished after it does not replace what was there, and the command ends as
+    Ctrl-C ends it (one line, 130) even where it had nothing to save."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors").write_text("old")
+
+    def main(argv):
+        if save:
+            save(folder)
+        else:
+            press_ctrl_c_and_lose_it()
+
+    assert run(main, [], prog="tool") == 130
+    assert capsys.readouterr().err == "tool: interrupted\n"
+    assert [path.name for path in tmp_path.iterdir()] == ["model"] and os.listdir(folder) == ["model.safetensors"]
+    assert (folder / "model.safetensors").read_text() == "old"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler before run() is back
+    save_a_file(folder)  # a save after run(): the press is forgotten
+    assert (folder / "model.safetensors").read_text() == "new"
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import UsageError, first_line, is_rust_panic
+from ..saving import interrupted
 from .output_guard import recorded_outputs
 
 FULL_DISK = {errno.ENOSPC: "no space is left on its disk", errno.EDQUOT: "your disk quota there is used up"}
@@ -35,10 +36,13 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
 
 def _run(main, argv, prog: str, outputs: list[str]) -> int:
     try:
-        _interrupt_as_an_exception()
-        if not sys.stderr.isatty():
-            _hide_progress_bars()
-        return main(argv) or 0
+        with _ctrl_c_remembered():
+            if not sys.stderr.isatty():
+                _hide_progress_bars()
+            status = main(argv) or 0
+            if interrupted.is_set():  # pressed, and its KeyboardInterrupt lost on the way
+                raise KeyboardInterrupt
+            return status
     except UsageError as error:
         return _failed(prog, first_line(error), 2)
     except KeyboardInterrupt:
@@ -71,12 +75,28 @@ def interrupted_while_importing() -> None:
         signal.signal(signal.SIGINT, stop)
 
 
-def _interrupt_as_an_exception():
+@contextlib.contextmanager
+def _ctrl_c_remembered() -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt (Python's default), so that saves in progress clean up and the runner reports
-    it: a training script ends on it without a word while its libraries import (see its first lines). Where it is
-    ignored (a background job of a script) it stays ignored; only the main thread may set a handler."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    it, and is remembered (`saving.interrupted`): a library may catch the exception and go on, and Python only prints
+    one raised in a callback, yet no save takes its place after the press and the command ends with 130. Afterwards
+    the handler before it is back and the press forgotten. Where Ctrl-C is ignored (a background job of a script) it
+    stays ignored; only the main thread may set a handler."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        yield
+        return
+    interrupted.clear()
+    before = signal.signal(signal.SIGINT, _remember_and_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+        interrupted.clear()  # a library's save after run() is no longer the command's
+
+
+def _remember_and_interrupt(signal_number, frame):
+    interrupted.set()
+    signal.default_int_handler(signal_number, frame)
 
 
 def _hide_progress_bars():
