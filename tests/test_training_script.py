@@ -82,6 +82,17 @@ def test_the_projects_recipes_force_no_device_precision_or_overwrite(tmp_path):
         assert args.precision == "auto" and not args.overwrite_output_dir, recipe
 
 
+def test_the_en_ja_recipe_trains_a_smaller_vocabulary_than_ja_en(tmp_path):
+    """docs/everyday-text.md: 4,000 tokens translate English words the corpus never saw better into Japanese; into
+    English they change nothing, so ja -> en keeps 8,000."""
+    sizes = {}
+    for direction in ("en-ja", "ja-en"):
+        recipe = ROOT / "training" / "recipes" / f"{direction}.json"
+        model_args, _, _ = parse_arguments([str(recipe), "--output_dir", str(tmp_path / direction)])
+        sizes[direction] = model_args.vocab_size
+    assert sizes == {"en-ja": 4000, "ja-en": 8000}
+
+
 def test_training_writes_a_hub_folder_with_test_metrics_in_its_card(demo_files, tmp_path):
     out = tmp_path / "run"
     train(
