@@ -307,7 +307,7 @@ class CTranslate2Translator(Translator):
         """model.bin's positional table must have the settings' max_position_embeddings rows, no more and no fewer:
         a source that long is translated, one token longer is refused (a longer source would end in the engine's
         error mid-translation, a shorter table cut texts into needlessly small pieces)."""
-        token = self.tokenizer.convert_ids_to_tokens(self.tokenizer.eos_token_id)
+        token = self.tokens[self.tokenizer.eos_token_id]
         fits = []
         for length in (self.max_positions, self.max_positions + 1):
             try:
