@@ -40,8 +40,8 @@ AT_FDCWD, RENAME_EXCHANGE = -100, 2  # linux/fcntl.h, linux/fs.h
 interrupted = threading.Event()
 
 
-def _stop_if_interrupted():
-    """KeyboardInterrupt where Ctrl-C was pressed during the save, whatever became of its own exception."""
+def stop_if_interrupted():
+    """KeyboardInterrupt where Ctrl-C was pressed while a command ran, whatever became of its own exception."""
     if interrupted.is_set():
         raise KeyboardInterrupt
 
@@ -116,7 +116,7 @@ def replaced_file(path: StrPath) -> Iterator[Path]:
     try:
         yield temporary
         os.chmod(temporary, _usual_mode(0o666))  # a writer may have replaced it (safetensors writes files 0o600)
-        _stop_if_interrupted()
+        stop_if_interrupted()
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
@@ -238,11 +238,11 @@ def staged_folder(folder: StrPath, keep: Iterable[str] = ()) -> Iterator[Path]:
         _give_usual_modes(staging)  # before the kept entries are linked in: only what this save wrote
         if folder.is_dir():
             _keep(folder, staging, keep)
-        _stop_if_interrupted()
+        stop_if_interrupted()
         _put_in_place(staging, folder)
     finally:
         if os.path.lexists(staging):  # the unfinished new folder, or after an exchange the old one
             _remove(staging)
 
 
-__all__ = ["interrupted", "replaced_file", "staged_folder", "write_atomically"]
+__all__ = ["interrupted", "replaced_file", "staged_folder", "stop_if_interrupted", "write_atomically"]

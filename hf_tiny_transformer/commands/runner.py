@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import UsageError, first_line, is_rust_panic
-from ..saving import interrupted
+from ..saving import interrupted, stop_if_interrupted
 from .output_guard import recorded_outputs
 
 FULL_DISK = {errno.ENOSPC: "no space is left on its disk", errno.EDQUOT: "your disk quota there is used up"}
@@ -40,8 +40,7 @@ def _run(main, argv, prog: str, outputs: list[str]) -> int:
             if not sys.stderr.isatty():
                 _hide_progress_bars()
             status = main(argv) or 0
-            if interrupted.is_set():  # pressed, and its KeyboardInterrupt lost on the way
-                raise KeyboardInterrupt
+            stop_if_interrupted()  # pressed, and its KeyboardInterrupt lost on the way
             return status
     except UsageError as error:
         return _failed(prog, first_line(error), 2)
@@ -85,7 +84,6 @@ def _ctrl_c_remembered() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         yield
         return
-    interrupted.clear()
     before = signal.signal(signal.SIGINT, _remember_and_interrupt)
     try:
         yield
