@@ -17,12 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.commands.output_guard import check_output
-from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.errors import at_least
+from hf_tiny_transformer.guards.loading import load_model_folder
+from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.runner import run
+from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.hardware import describe
-from hf_tiny_transformer.loading import load_model_folder
-from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.serving.browser import served, use_page, write_browser_page
 from hf_tiny_transformer.serving.onnx import export_onnx
 

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import torch
 
-from hf_tiny_transformer.commands.output_guard import check_output
-from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.errors import UsageError, at_least
+from hf_tiny_transformer.guards.loading import load_model_folder
+from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.runner import run
+from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.hardware import describe
-from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.marian import to_marian
-from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2, share_per_translator
 from hf_tiny_transformer.serving.engines import load_translator
 from hf_tiny_transformer.serving.onnx import export_onnx

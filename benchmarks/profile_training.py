@@ -28,12 +28,12 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape, shape_names
-from hf_tiny_transformer.commands.output_guard import check_output
-from hf_tiny_transformer.commands.runner import run
-from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, at_least
+from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.runner import run
+from hf_tiny_transformer.guards.text_files import read_json_object
+from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels
-from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.trainer.arguments import parse_arguments
 from hf_tiny_transformer.trainer.precision import Mode, ModeRun, attention_for
 

@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from hf_tiny_transformer.commands.output_guard import check_output
-from hf_tiny_transformer.commands.runner import run
 from hf_tiny_transformer.errors import UsageError, at_least
-from hf_tiny_transformer.saving import write_atomically
+from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.runner import run
+from hf_tiny_transformer.guards.writing import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 

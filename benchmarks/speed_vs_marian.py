@@ -39,10 +39,10 @@ from transformers import GenerationConfig
 from transformers.trainer_pt_utils import LabelSmoother
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
-from hf_tiny_transformer.commands.output_guard import check_output
-from hf_tiny_transformer.commands.runner import run
+from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.runner import run
+from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.marian import marian_of_the_same_shape
-from hf_tiny_transformer.saving import write_atomically
 from hf_tiny_transformer.trainer.loss import LabelSmoothing
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,11 +30,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.commands.output_guard import check_output
-from hf_tiny_transformer.commands.runner import run
-from hf_tiny_transformer.data.files import read_json_object
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
-from hf_tiny_transformer.saving import write_atomically
+from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.runner import run
+from hf_tiny_transformer.guards.text_files import read_json_object
+from hf_tiny_transformer.guards.writing import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 RECOMMENDED = "ours, recommended"

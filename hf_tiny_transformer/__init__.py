@@ -8,20 +8,24 @@ with the text handling it uses (config.json names the pipeline: transformers 5 h
 The rest, in layers that import only the ones below:
 
 - the error contract: `errors` (UsageError: one line naming the problem and the fix);
-- the library: the model files; `shapes/` (tiny, paper-base); `data/` (corpora, the tokenizer trainer, batches by
-  tokens); `trainer/` (Trainer pieces: arguments, label smoothing, precision, time budget, checkpoints, the run's
-  record); `serving/` (the translators of every engine, the CTranslate2 and ONNX exports, the browser page); `app/`
-  (the page of `tiny-transformer app`, the attention pictures); `evaluation`, `hub`, `marian`, `upgrade`,
-  `hardware`, `loading` (the one model-folder loader), `saving` (all-or-nothing writes), `auto_classes`;
+- the model: the files above, `auto_classes` and `shapes/` (tiny, paper-base);
+- the guards: `guards/` (the runner of every command, the output guard, all-or-nothing writes, the training run's
+  lock, the one model-folder loader, the text files a command reads);
+- the library, by job: `data/` (corpora, the tokenizer trainer, batches by tokens); `trainer/` (Trainer pieces:
+  arguments, label smoothing, precision, time budget, checkpoints, the run's record); `serving/` (the translators of
+  every engine, the CTranslate2 and ONNX exports, the browser page); `app/` (the page of `tiny-transformer app`, the
+  attention pictures); `evaluation`, `hub`, `marian`, `hardware`;
 - the commands: `commands/`, the installed `tiny-transformer` and its subcommands;
 - the training scripts: `training/` at the top of a clone (train.py and its recipes), never imported.
 
 Importing the package imports nothing heavy, so that `tiny-transformer --help` answers at once: each name below is
-imported when first used, and the first use registers the config and models with the Auto classes (safe to repeat;
-`auto_classes.register_auto_classes`).
+imported when first used. The config and models are registered with the Auto classes (safe to repeat;
+`register_auto_classes`) at import where transformers is imported already, else at the first use of a name here, so
+that `AutoModelForSeq2SeqLM.from_pretrained(folder)` loads this package's folders with its classes.
 """
 
 import importlib
+import sys
 
 # name -> the module that defines it
 EXPORTS = {
@@ -42,6 +46,10 @@ EXPORTS = {
     "from_marian": "marian",
     "register_auto_classes": "auto_classes",
 }
+
+
+if "transformers" in sys.modules:  # cheap now; README-style code imports transformers first
+    importlib.import_module(".auto_classes", __name__).register_auto_classes()
 
 
 def __getattr__(name: str):

@@ -17,8 +17,8 @@ from huggingface_hub import ModelCard, ModelCardData
 
 from . import modeling_tiny_transformer
 from .configuration_tiny_transformer import base_model_in_auto_map
+from .guards.writing import staged_folder
 from .modeling_tiny_transformer import TinyTransformerForConditionalGeneration
-from .saving import staged_folder
 
 DIFFERENCES_HEADING = "Differences from the paper"
 # What a save into a clone of the user's Hub repository keeps: its history (commits not yet pushed) and its LFS rules

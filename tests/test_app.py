@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from conftest import ScriptResult, assert_one_line_error, run_command, tiny_model
+from conftest import tiny_model
 from hf_tiny_transformer.serving.translator import TransformersTranslator
+from running import ScriptResult, assert_one_line_error, run_command
 
 PLAIN = "I like green tea."
 
@@ -33,7 +34,7 @@ def free_port() -> int:
 def running_app(trained_demo_model):
     """The app of the trained demo model, running on a free local port."""
     from hf_tiny_transformer.app.page import build_app
-    from hf_tiny_transformer.loading import load_model_folder
+    from hf_tiny_transformer.guards.loading import load_model_folder
 
     model, tokenizer = load_model_folder(str(trained_demo_model))
     app = build_app(model, tokenizer, ["I eat cake."])
@@ -113,7 +114,7 @@ def test_the_app_takes_a_model_of_any_shape(tokenizer):
 def test_the_app_takes_text_of_invisible_characters_only_as_empty(trained_demo_model):
     """A text of invisible characters only is an empty text (it was a crash: no piece to draw)."""
     from hf_tiny_transformer.app.page import TranslationApp
-    from hf_tiny_transformer.loading import load_model_folder
+    from hf_tiny_transformer.guards.loading import load_model_folder
 
     demo = TranslationApp(*load_model_folder(str(trained_demo_model)))
     assert list(demo.translate_and_draw("\u200b\ufeff", "cross", 1)) == [("", None, "")]

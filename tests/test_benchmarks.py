@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from conftest import SMALL_MODEL, run_script
+from running import SMALL_MODEL, run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "speed_vs_marian.py"

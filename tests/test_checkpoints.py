@@ -11,20 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import (
-    ENGLISH,
-    SMALL_MODEL,
-    assert_one_line_error,
-    assert_refused_before_any_work,
-    command_lines,
-    copy_folder,
-    few_steps,
-    folder_digest,
-    mode_flags,
-    run_ok,
-    run_script,
-    tiny_model,
-)
+from bad_arguments import assert_refused_before_any_work, command_lines, folder_digest
+from builds import copy_folder
+from conftest import ENGLISH, tiny_model
 from hf_tiny_transformer.data.tokenizer import train_tokenizer
 from hf_tiny_transformer.trainer.checkpoints import (
     average_checkpoints,
@@ -32,6 +21,7 @@ from hf_tiny_transformer.trainer.checkpoints import (
     last_checkpoints,
     last_complete_checkpoint,
 )
+from running import SMALL_MODEL, assert_one_line_error, few_steps, mode_flags, run_ok, run_script
 
 # Averaging
 

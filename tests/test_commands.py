@@ -1,13 +1,15 @@
-"""What every command shares: the runner (hf_tiny_transformer.commands.runner), the output guard
-(commands.output_guard), and a help text for each command and training script.
+"""What every command shares: the runner (hf_tiny_transformer.guards.runner), the output guard
+(hf_tiny_transformer.guards.outputs), and a help text for each command and training script.
 
 The runner: Ctrl-C anywhere in a command (its imports, model loading, an export) and a full disk are one line and an
 exit status, never a traceback, and an interrupted or failed save leaves nothing behind. The output guard every
 command runs before any work (check_output): a destination that is, holds or lies inside an input, an existing model
-or checkpoints (unless asked), the wrong kind or place, or a place that cannot be written is one line naming the
-flag, the problem and the fix; its write check leaves no file behind, even when killed.
+or checkpoints (unless asked), a folder holding what its writer does not write (where it replaces the folder), a
+symbolic link, the wrong kind or place, or a place that cannot be written is one line naming the flag, the problem
+and the fix.
 """
 
+import argparse
 import errno
 import json
 import os
@@ -22,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command, run_tool
-from hf_tiny_transformer.commands import COMMANDS, output_guard
-from hf_tiny_transformer.commands.output_guard import check_output
-from hf_tiny_transformer.commands.runner import run
+from hf_tiny_transformer.commands import COMMANDS
 from hf_tiny_transformer.errors import UsageError
-from hf_tiny_transformer.saving import replaced_file, staged_folder
+from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.runner import run
+from hf_tiny_transformer.guards.writing import replaced_file, staged_folder
+from running import ROOT, TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command, run_tool
 
 
 def write_files(folder: Path, files: dict[str, str]):
@@ -59,16 +61,71 @@ def run_dir(tmp_path) -> Path:
     [
         ("source.txt", "file", ["source-link.txt"], "is also an input (source-link.txt)"),
         ("run/checkpoint-2", "folder", ["run/checkpoint-1", "run/checkpoint-2"], "is also an input (run/checkpoint-2)"),
-        ("run", "folder", ["run/checkpoint-1"], "holds the input run/checkpoint-1, which the save would replace"),
-        ("run", "folder", ["source.txt", "run/model/config.json"], "holds the input run/model/config.json"),
+        ("run", "replaced", ["run/checkpoint-1"], "holds the input run/checkpoint-1, which the save would replace"),
+        ("run", "replaced", ["source.txt", "run/model/config.json"], "holds the input run/model/config.json"),
+        ("run", "added to", ["run/model/config.json"], "holds the input run/model/config.json, which the save would"),
         ("run/model/export", "folder", ["run/model"], "lies inside the input folder run/model, which is being read"),
         ("run/model/hypotheses.txt", "file", ["run/model"], "lies inside the input folder run/model"),
     ],
 )
 def test_an_output_that_overlaps_an_input_is_refused(run_dir, monkeypatch, output, kind, inputs, fragment):
+    """A folder the writer replaces must hold no input; one it adds to, none where it writes (here: model/)."""
     monkeypatch.chdir(run_dir.parent)
     os.link("source.txt", "source-link.txt")  # the same file under another name
-    assert fragment in refusal(output, kind=kind, inputs=[None, "Helsinki-NLP/opus-mt-en-jap", *inputs])
+    folder = {"replaced": {"kind": "folder", "replaces": True}, "added to": {"kind": "folder", "writes": ["model"]}}
+    options = folder.get(kind, {"kind": kind})
+    assert fragment in refusal(output, inputs=inputs, **options, overwrite=True)
+
+
+def test_a_folder_added_to_may_hold_inputs_where_it_does_not_write(run_dir):
+    """train.py's --output_dir runs/demo with its data in runs/demo/data (make demo)."""
+    write_files(run_dir / "data", {"train.en": "a sentence"})
+    inputs = [run_dir / "data" / "train.en", run_dir / "data"]
+    assert check_output(run_dir, flag="--out", kind="folder", inputs=inputs, writes=["hub"], overwrite=True) == run_dir
+
+
+def test_the_inputs_are_every_argument_that_names_an_existing_path(run_dir, monkeypatch):
+    """compare_models.py --source_file t.en --output_file t.en replaced the sources with its report: the outputs are
+    checked against every input the arguments name, lists of pairs included."""
+    monkeypatch.chdir(run_dir.parent)
+    args = argparse.Namespace(source_file="source.txt", pair=[["run/model", "run/checkpoint-1"]], output_file="source.txt",
+                              num_beams=4, lang="en", missing="nowhere.txt")  # fmt: skip
+    assert inputs_of(args, but=["output_file"]) == [Path("source.txt"), Path("run/model"), Path("run/checkpoint-1")]
+    assert "is also an input (source.txt)" in refusal(
+        "source.txt", kind="file", inputs=inputs_of(args, but=["output_file"])
+    )
+
+
+EXPORT_LIKE = ["config.json", "onnx", "hf_tiny_transformer.json"]
+
+
+def test_a_folder_the_writer_replaces_holds_nothing_it_does_not_write(tmp_path):
+    """export-onnx --overwrite deleted a user's README.md and my_eval.en beside an export: they are named instead."""
+    write_files(
+        tmp_path / "export", {"config.json": "{}", "onnx/a.onnx": "graph", "README.md": "mine", "my_eval.en": "x"}
+    )
+    message = refusal(tmp_path / "export", kind="folder", writes=EXPORT_LIKE, replaces=True, overwrite=True)
+    assert "holds what this command does not write (README.md, my_eval.en), which replacing the folder would" in message
+    (tmp_path / "export" / "README.md").unlink()
+    (tmp_path / "export" / "my_eval.en").unlink()
+    assert "already holds a model or checkpoints; pass --overwrite" in refusal(
+        tmp_path / "export", kind="folder", writes=EXPORT_LIKE, replaces=True
+    )
+    check_output(tmp_path / "export", flag="--out", kind="folder", writes=EXPORT_LIKE, replaces=True, overwrite=True)
+
+
+def test_nothing_is_written_through_a_symbolic_link(tmp_path):
+    """A folder from elsewhere (an archive, a shared disk) with `hub -> ~/notes`: an output or an entry a command
+    writes that is a link is refused, naming the link's target."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "hub").symlink_to(tmp_path / "notes")
+    message = refusal(tmp_path / "run", kind="folder", writes=["hub"], overwrite=True)
+    assert f"holds hub, a symbolic link (to {tmp_path / 'notes'}), where it writes; remove the link" in message
+    (tmp_path / "link.txt").symlink_to(tmp_path / "notes" / "x.txt")
+    assert f"link.txt is a symbolic link (to {tmp_path / 'notes' / 'x.txt'}); pass the path it points to" in refusal(
+        tmp_path / "link.txt", kind="file"
+    )
 
 
 @pytest.mark.parametrize("folder", ["run", "run/model", "run/weights-only"])
@@ -124,7 +181,7 @@ def test_a_read_only_place_is_refused(tmp_path):
                 if os.geteuid() == 0:
                     os.setgid(65534)
                     os.setuid(65534)
-                from hf_tiny_transformer.commands.output_guard import check_output
+                from hf_tiny_transformer.guards.outputs import check_output
 
                 messages = []
                 for path, kind in (
@@ -161,40 +218,6 @@ def test_a_place_os_access_denies_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     message = refusal(tmp_path / "new" / "model", kind="folder")
     assert f"cannot write in {tmp_path} (permission denied); choose another place or chmod u+w it" in message
-
-
-def test_a_place_where_creating_a_file_fails_is_refused(tmp_path, monkeypatch):
-    """os.access can say yes where writing fails (a read-only mount, ACLs): a real file is tried."""
-
-    def refuse(*args, **kwargs):
-        raise PermissionError(errno.EROFS, "Read-only file system")
-
-    monkeypatch.setattr(output_guard.tempfile, "TemporaryFile", refuse)
-    assert f"cannot write in {tmp_path} (permission denied)" in refusal(tmp_path / "out.txt", kind="file")
-
-
-def test_a_kill_during_the_write_check_leaves_no_file(tmp_path):
-    """The write check's file never has a name (O_TMPFILE): a process killed right after creating it leaves nothing
-    beside the destination."""
-    folder = tmp_path / "place"
-    folder.mkdir()
-    pid = os.fork()
-    if pid == 0:  # the child: killed the moment the check's file exists
-        real_open = os.open
-
-        def killed_after_creating(path, flags, *args, **kwargs):
-            descriptor = real_open(path, flags, *args, **kwargs)
-            if folder in (Path(path), Path(path).parent):
-                os.kill(os.getpid(), signal.SIGKILL)
-            return descriptor
-
-        os.open = killed_after_creating
-        try:
-            check_output(folder / "out.txt", kind="file", flag="--out")
-        finally:
-            os._exit(1)
-    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGKILL
-    assert list(folder.iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -322,7 +345,7 @@ def test_ctrl_c_during_export_onnx_is_one_line_and_leaves_nothing(trained_demo_m
     place = tmp_path / "exports"
     place.mkdir()
     ready = {
-        "loading": imported("hf_tiny_transformer.loading"),
+        "loading": imported("hf_tiny_transformer.guards.loading"),
         "writing": lambda lines: any(place.glob(".onnx.saving-*")),
     }[moment]
     command = [TINY_TRANSFORMER, "export-onnx", "--model", str(trained_demo_model), "--output_dir", str(place / "onnx")]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import assert_one_line_error, run_script, tiny_model
+from conftest import tiny_model
+from running import assert_one_line_error, run_script
 
 
 @pytest.fixture

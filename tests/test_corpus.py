@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error, assert_refused_before_any_work, run_script
+from bad_arguments import assert_refused_before_any_work
 from hf_tiny_transformer.data.corpus import detokenize_english, read_parallel, unsegment_japanese
+from running import assert_one_line_error, run_script
 
 
 @pytest.mark.parametrize(

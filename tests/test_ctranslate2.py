@@ -11,27 +11,14 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from conftest import (
-    AVX2,
-    FAKED_CPU,
-    ROOT,
-    assert_one_line_error,
-    assert_refused_before_any_work,
-    command_lines,
-    copy_folder,
-    cut,
-    fake_cpuinfo,
-    folder_digest,
-    load_demo_model,
-    removed,
-    run_command,
-    run_script,
-    tiny_config,
-)
+from bad_arguments import assert_refused_before_any_work, command_lines, cut, folder_digest, removed
+from builds import copy_folder, load_demo_model
+from conftest import tiny_config
 from hf_tiny_transformer import hardware
 from hf_tiny_transformer.marian import marian_of_the_same_shape
 from hf_tiny_transformer.serving import ctranslate2 as serving_ctranslate2
 from hf_tiny_transformer.serving.ctranslate2 import CTranslate2Translator, export_ctranslate2
+from running import AVX2, FAKED_CPU, ROOT, assert_one_line_error, fake_cpuinfo, run_command, run_script
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,10 @@ import json
 
 import pytest
 
-from conftest import (
-    apply_changes,
-    assert_one_line_error,
-    assert_refused_before_any_work,
-    copy_folder,
-    run_in_terminal,
-    run_ok,
-    run_script,
-)
+from bad_arguments import apply_changes, assert_refused_before_any_work
+from builds import copy_folder
 from hf_tiny_transformer import model_card, save_for_hub
+from running import assert_one_line_error, run_in_terminal, run_ok, run_script
 
 
 def test_a_byte_order_mark_at_the_start_of_the_files_is_not_text(trained_demo_model, tmp_path):

@@ -12,7 +12,6 @@ import ctranslate2
 import pytest
 import torch
 
-from conftest import AMX, AVX2, AVX512_BF16, ROOT, fresh_python_number
 from hf_tiny_transformer import hardware
 from hf_tiny_transformer.hardware import (
     Choice,
@@ -24,6 +23,7 @@ from hf_tiny_transformer.hardware import (
     ctranslate2_compute_type,
     describe,
 )
+from running import AMX, AVX2, AVX512_BF16, ROOT, fresh_python_number
 
 AVX_VNNI = frozenset({"fma", "avx2", "avx_vnni"})  # Intel Alder Lake
 # An Intel Ice Lake of the project: lscpu's Flags line, AVX-512 and VNNI, no avx512_bf16.

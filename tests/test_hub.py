@@ -10,20 +10,12 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
-from conftest import (
-    HUB_FOLDER_FILES,
-    ROOT,
-    TINY_TRANSFORMER,
-    apply_changes,
-    assert_one_line_error,
-    assert_refused_before_any_work,
-    folder_digest,
-    run_command,
-    run_without_package,
-)
+from bad_arguments import apply_changes, assert_refused_before_any_work, folder_digest
+from conftest import HUB_FOLDER_FILES
 from hf_tiny_transformer import model_card, save_for_hub
 from hf_tiny_transformer.hub import BEGIN_METRICS, END_METRICS, differences_from_the_paper, save_space, with_evaluation
 from hf_tiny_transformer.serving.translator import TransformersTranslator
+from running import ROOT, TINY_TRANSFORMER, assert_one_line_error, run_command, run_without_package
 
 
 @pytest.fixture
@@ -147,7 +139,7 @@ def test_a_space_folder_runs_the_app_without_the_installed_package(trained_demo_
     script = (
         "import json, os\nimport hf_tiny_transformer  # the folder's copy: python -c puts the working folder first\n"
         "assert hf_tiny_transformer.__file__.startswith(os.getcwd()), hf_tiny_transformer.__file__\n"
-        "from hf_tiny_transformer.loading import load_model_folder\n"
+        "from hf_tiny_transformer.guards.loading import load_model_folder\n"
         "from hf_tiny_transformer.app.page import TranslationApp\n"
         "app = TranslationApp(*load_model_folder('.'))\n"
         "*_, (translation, picture, note) = app.translate_and_draw('I eat cake.', 'cross', 1)\n"

@@ -8,7 +8,8 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from conftest import HUB_FOLDER_FILES, MODEL_FOLDER_FILES, ROOT, tiny_model
+from conftest import HUB_FOLDER_FILES, MODEL_FOLDER_FILES, tiny_model
+from running import ROOT
 
 PACKAGE = ROOT / "hf_tiny_transformer"
 # The layers from the bottom; a module of layer n may import modules of layers 0..n only.

@@ -1,4 +1,4 @@
-"""One way to read a model folder for every command (hf_tiny_transformer.loading): any problem with config, weights,
+"""One way to read a model folder for every command (hf_tiny_transformer.guards.loading): any problem with config, weights,
 generation config or tokenizer is one line that names the folder, the file and the fix; weights missing or adding a
 tensor are an error, not a model half made of random numbers."""
 
@@ -12,8 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command, run_tool
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration
+from running import TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command, run_tool
 
 
 @pytest.fixture

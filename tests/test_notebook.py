@@ -8,7 +8,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from conftest import ROOT
+from running import ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "walkthrough.ipynb"
 

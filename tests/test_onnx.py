@@ -13,21 +13,14 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from conftest import (
-    assert_one_line_error,
-    copy_folder,
-    cut,
-    folder_digest,
-    load_demo_model,
-    removed,
-    run_command,
-    run_script,
-)
+from bad_arguments import cut, folder_digest, removed
+from builds import copy_folder, load_demo_model
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape, train_tokenizer
 from hf_tiny_transformer.evaluation import scores
 from hf_tiny_transformer.serving.engines import load_translator
 from hf_tiny_transformer.serving.onnx import OnnxTranslator, export_onnx, onnx_packages
 from hf_tiny_transformer.serving.translator import TransformersTranslator
+from running import assert_one_line_error, run_command, run_script
 
 pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
 

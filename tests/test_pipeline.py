@@ -5,8 +5,8 @@ import json
 import pytest
 from transformers import pipeline
 
-from conftest import run_without_package
 from hf_tiny_transformer import TranslationPipeline
+from running import run_without_package
 
 TEXTS = ["I really like green tea.", "The cat is sleeping on the sofa.", "Do you like dogs?"]
 

@@ -8,16 +8,7 @@ import datasets
 import pytest
 import torch
 
-from conftest import (
-    AMX,
-    AVX2,
-    AVX512_BF16,
-    ROOT,
-    fake_cpuinfo,
-    few_steps,
-    run_script,
-    tiny_model,
-)
+from conftest import tiny_model
 from hf_tiny_transformer import hardware
 from hf_tiny_transformer.hardware import Choice
 from hf_tiny_transformer.trainer import precision
@@ -30,6 +21,7 @@ from hf_tiny_transformer.trainer.precision import (
     time_modes,
 )
 from hf_tiny_transformer.trainer.trainer import TranslationTrainer
+from running import AMX, AVX2, AVX512_BF16, ROOT, fake_cpuinfo, few_steps, run_script
 
 RECIPES = sorted((ROOT / "training" / "recipes").glob("*.json"))
 NO_BF16 = "fp32: the CPU has no bfloat16 instructions (no avx512_bf16 or amx_bf16); bf16 would be emulated and slower"

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 
 import hf_tiny_transformer
-from conftest import MODEL_FOLDER_FILES, run_without_package
+from conftest import MODEL_FOLDER_FILES
 from hf_tiny_transformer import (
     TinyTransformerConfig,
     TinyTransformerForConditionalGeneration,
@@ -23,6 +23,7 @@ from hf_tiny_transformer import (
     save_for_hub,
 )
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
+from running import run_without_package
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 

@@ -1,10 +1,8 @@
-"""All-or-nothing saving (hf_tiny_transformer/saving.py): a killed or failed save leaves the old files or the new ones,
+"""All-or-nothing saving (hf_tiny_transformer/guards/writing.py): a killed or failed save leaves the old files or the new ones,
 never a mix; a save replaces the whole folder, keeping only what its writer names (a Hub clone's history), and
 every folder writer over another model's folder writes what it writes into an empty one; leftovers are cleaned up;
 permissions are the usual ones."""
 
-import ctypes
-import errno
 import itertools
 import json
 import os
@@ -19,9 +17,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from conftest import folder_digest, run_command, run_script, tiny_model
-from hf_tiny_transformer import saving
-from hf_tiny_transformer.saving import replaced_file, staged_folder, write_atomically
+from bad_arguments import folder_digest
+from conftest import tiny_model
+from hf_tiny_transformer.guards import writing
+from hf_tiny_transformer.guards.writing import replaced_file, staged_folder, write_atomically
+from running import run_command, run_script
 
 # Two saves of one model folder; every file carries its version. The old save's weights were sharded.
 OLD = {
@@ -41,14 +41,13 @@ NEW = {
 KEPT = {"notes/extra.txt": "written by hand, kept by the saves that name notes/"}  # no save writes it
 
 # Run in a child process: a save of NEW into argv[1], keeping notes/, that dies (SIGKILL) right after its argv[2]-th
-# file operation; with argv[3] == "fallback", as on a system without renameat2.
+# file operation.
 KILLED_SAVE = r"""
-import importlib.util, json, os, shutil, signal, sys
+import json, os, shutil, signal, sys
 
-spec = importlib.util.spec_from_file_location("saving", sys.argv[4])
-saving = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(saving)
-destination, kill_after, files = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[5])
+from hf_tiny_transformer.guards import writing
+
+destination, kill_after, files = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 steps = 0
 
 
@@ -71,8 +70,7 @@ def counted(function):
 for name in ("mkdir", "rename", "replace", "link", "symlink", "unlink", "rmdir"):
     setattr(os, name, counted(getattr(os, name)))
 shutil.copy2 = counted(shutil.copy2)
-saving._exchange = (lambda first, second: False) if sys.argv[3] == "fallback" else counted(saving._exchange)
-with saving.staged_folder(destination, keep=["notes"]) as staging:
+with writing.staged_folder(destination, keep=["notes"]) as staging:
     for name, text in files.items():
         (staging / name).write_text(text)
         step()
@@ -182,18 +180,7 @@ def test_a_save_removes_the_leftovers_of_dead_processes_only(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(["model", *others])
 
 
-def test_a_staging_folder_nested_by_an_older_save_goes_with_the_next_good_save(tmp_path):
-    """Saves before version 0.2 nested a staged save in another: a kill left `..name.saving-PID-x.saving-PID-y`."""
-    dead = 2**22 + 1  # above any pid this machine gives (pid_max is at most 2^22)
-    nested = tmp_path / f"..hub.saving-{dead}-0a1b2c3d.saving-{dead}-4e5f6a7b"
-    nested.mkdir()
-    (nested / "model.safetensors").write_bytes(b"half written")
-    with saving.staged_folder(tmp_path / "hub") as staging:
-        (staging / "config.json").write_text("{}")
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["hub"]
-
-
-def test_an_old_folder_left_aside_by_a_killed_fallback_save_is_put_back(tmp_path):
+def test_an_old_folder_left_aside_by_a_killed_save_is_put_back(tmp_path):
     folder = tmp_path / "model"
     write_files(tmp_path / f".model.replaced-{dead_pid()}-0a1b2c3d", OLD)
     with pytest.raises(RuntimeError), staged_folder(folder):
@@ -201,47 +188,45 @@ def test_an_old_folder_left_aside_by_a_killed_fallback_save_is_put_back(tmp_path
     assert contents(folder) == OLD and os.listdir(tmp_path) == ["model"]
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
-def test_the_exchange_swaps_two_folders_on_this_filesystem(tmp_path):
-    write_files(tmp_path / "a", {"file": "a"})
-    write_files(tmp_path / "b", {"file": "b"})
-    assert saving._exchange(tmp_path / "a", tmp_path / "b")
-    assert contents(tmp_path / "a") == {"file": "b"} and contents(tmp_path / "b") == {"file": "a"}
-
-
-def refusing_renameat2(code: int):
-    """A renameat2 that fails with errno `code`, as a filesystem without RENAME_EXCHANGE does."""
-
-    def renameat2(*args):
-        ctypes.set_errno(code)
-        return -1
-
-    return renameat2
-
-
-@pytest.mark.parametrize("code", [errno.EINVAL, errno.ENOSYS, None])
-def test_without_an_exchange_a_save_renames_the_old_folder_aside(tmp_path, monkeypatch, code):
-    """code None: no renameat2 at all (macOS, old glibc)."""
-    monkeypatch.setattr(saving, "_renameat2", lambda: code and refusing_renameat2(code))
-    folder = tmp_path / "model"
-    write_files(folder, {**OLD, **KEPT})
-    save(folder, NEW, keep=["notes"])
-    assert contents(folder) == {**NEW, **KEPT} and os.listdir(tmp_path) == ["model"]
-
-
-def test_an_exchange_that_fails_otherwise_raises_and_leaves_the_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(saving, "_renameat2", lambda: refusing_renameat2(errno.EACCES))
+def test_a_save_whose_second_rename_fails_puts_the_old_folder_back(tmp_path, monkeypatch):
     folder = tmp_path / "model"
     write_files(folder, OLD)
+    renames = []
+
+    def rename(source, target):
+        renames.append(target)
+        if len(renames) == 2:  # the new folder into the old one's place
+            raise PermissionError("refused")
+        return os.replace(source, target)
+
+    monkeypatch.setattr(writing.os, "rename", rename)
     with pytest.raises(PermissionError):
         save(folder, NEW)
     assert contents(folder) == OLD and os.listdir(tmp_path) == ["model"]
 
 
+def test_ctrl_c_while_the_new_folder_takes_the_old_ones_place_finishes_and_says_so(tmp_path, monkeypatch):
+    """The point of no return: a press during the renames and the removal of the old folder is held back until they
+    are done, then raised with what is in place (it was: "interrupted", and a half-removed old folder left aside)."""
+    folder = tmp_path / "model"
+    write_files(folder, {**OLD, "notes/a.txt": "old notes"})
+    remove = writing._remove
+
+    def pressed_while_removing(path):
+        os.kill(os.getpid(), signal.SIGINT)
+        remove(path)
+
+    monkeypatch.setattr(writing, "_remove", pressed_while_removing)
+    with pytest.raises(KeyboardInterrupt, match="was saved whole"):
+        save(folder, NEW)
+    assert contents(folder) == NEW and os.listdir(tmp_path) == ["model"]
+    writing.interrupted.clear()
+
+
 # --- killed saves ---------------------------------------------------------------------------------------------------
 
 
-def killed_saves(folder: Path, old: dict[str, str] | None, mode: str):
+def killed_saves(folder: Path, old: dict[str, str] | None):
     """Save NEW into `folder` (set to `old` first; None: absent), keeping notes/, in a child process killed after its
     1st, 2nd, ... file operation; yield after each killed run, until a run completes."""
     for kill_after in itertools.count(1):
@@ -249,7 +234,7 @@ def killed_saves(folder: Path, old: dict[str, str] | None, mode: str):
         folder.parent.mkdir()
         if old is not None:
             write_files(folder, old)
-        arguments = [str(folder), str(kill_after), mode, saving.__file__, json.dumps(NEW)]
+        arguments = [str(folder), str(kill_after), json.dumps(NEW)]
         child = subprocess.run(
             [sys.executable, "-c", KILLED_SAVE, *arguments], capture_output=True, text=True, check=False
         )
@@ -260,16 +245,16 @@ def killed_saves(folder: Path, old: dict[str, str] | None, mode: str):
         yield
 
 
-@pytest.mark.parametrize("mode", ["exchange", "fallback"])
 @pytest.mark.parametrize("exists", [True, False], ids=["replacing", "creating"])
-def test_a_save_killed_at_any_step_leaves_the_old_folder_or_the_new_one(tmp_path, mode, exists):
+def test_a_save_killed_at_any_step_leaves_the_old_folder_or_the_new_one(tmp_path, exists):
+    """Killed between its two renames, the old folder is aside whole, and the next save puts it back first."""
     folder = tmp_path / "parent" / "model"
     old, new = ({**OLD, **KEPT}, {**NEW, **KEPT}) if exists else (None, NEW)
     seen = []
-    for _ in killed_saves(folder, old, mode):
+    for _ in killed_saves(folder, old):
         state = contents(folder)
         aside = [name for name in os.listdir(folder.parent) if name.startswith(".model.replaced-")]
-        if state is None and aside and mode == "fallback":  # between the fallback's two renames
+        if state is None and aside:  # between the two renames
             assert contents(folder.parent / aside[0]) == old
             state = "aside"
         assert state in (old, new, "aside"), state
@@ -277,7 +262,7 @@ def test_a_save_killed_at_any_step_leaves_the_old_folder_or_the_new_one(tmp_path
         save(folder, NEW, keep=["notes"])
         assert contents(folder) == new and os.listdir(folder.parent) == ["model"]
     assert len(seen) >= 5 and {"old", "new"} <= set(seen)  # killed both before and after the swap
-    assert ("aside" in seen) == (mode == "fallback" and exists)
+    assert ("aside" in seen) == exists
 
 
 # --- files ----------------------------------------------------------------------------------------------------------
@@ -356,7 +341,6 @@ def save_killed_after(model, tokenizer, folder: Path, kill_after: int) -> bool:
 
         for name in ("mkdir", "rename", "replace", "link", "unlink", "rmdir"):
             setattr(os, name, counted(getattr(os, name)))
-        saving._exchange = counted(saving._exchange)
         save_for_hub(model, tokenizer, folder, card)
         os._exit(0)
     _, status = os.waitpid(pid, 0)
@@ -364,8 +348,9 @@ def save_killed_after(model, tokenizer, folder: Path, kill_after: int) -> bool:
 
 
 def test_a_hub_folder_save_killed_at_any_step_loads_as_the_old_model_or_the_new_one(tmp_path, tokenizer):
-    """Kill the Hub-folder writer after every file operation and load the folder each time. (A plain
-    `model.save_pretrained` writes file by file, as the library's own models do.)"""
+    """Kill the Hub-folder writer after every file operation and load the folder each time; killed between its two
+    renames, the old folder is aside whole, and the next save puts it back. (A plain `model.save_pretrained` writes
+    file by file, as the library's own models do.)"""
     from transformers import AutoModelForSeq2SeqLM
 
     old, new = tiny_model(seed=1), tiny_model(seed=2)
@@ -381,7 +366,8 @@ def test_a_hub_folder_save_killed_at_any_step_loads_as_the_old_model_or_the_new_
         shutil.rmtree(tmp_path, ignore_errors=True)
         old.save_pretrained(tmp_path / "model")
         completed = save_killed_after(new, tokenizer, tmp_path / "model", kill_after)
-        loaded = logits(AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model"))
+        aside = list(tmp_path.glob(".model.replaced-*"))
+        loaded = logits(AutoModelForSeq2SeqLM.from_pretrained(aside[0] if aside else tmp_path / "model"))
         state = "old" if torch.equal(loaded, logits(old)) else "new" if torch.equal(loaded, logits(new)) else "mixed"
         assert state != "mixed", f"killed after step {kill_after}: a mix of the two models"
         seen.add(state)

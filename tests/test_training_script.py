@@ -16,27 +16,25 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainer
 
-from conftest import (
+from bad_arguments import apply_changes, assert_refused_before_any_work, folder_digest
+from builds import copy_folder
+from conftest import HUB_FOLDER_FILES
+from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
+from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
+from hf_tiny_transformer.marian import marian_of_the_same_shape
+from hf_tiny_transformer.trainer.arguments import parse_arguments
+from running import (
     AVX2,
-    HUB_FOLDER_FILES,
     ROOT,
     SMALL_MODEL,
-    apply_changes,
     assert_one_line_error,
-    assert_refused_before_any_work,
-    copy_folder,
     fake_cpuinfo,
     few_steps,
-    folder_digest,
     mode_flags,
     run_in_terminal,
     run_script,
     run_without_package,
 )
-from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
-from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
-from hf_tiny_transformer.marian import marian_of_the_same_shape
-from hf_tiny_transformer.trainer.arguments import parse_arguments
 
 
 def train(arguments: list[str]):

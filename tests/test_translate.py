@@ -13,16 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import (
-    ROOT,
-    TINY_TRANSFORMER,
-    ScriptResult,
-    apply_changes,
-    assert_one_line_error,
-    assert_refused_before_any_work,
-    run_command,
-)
+from bad_arguments import apply_changes, assert_refused_before_any_work
 from hf_tiny_transformer.serving.engines import load_translator
+from running import ROOT, TINY_TRANSFORMER, ScriptResult, assert_one_line_error, run_command
 
 LINES = ["I eat cake.", "She reads books.", "I like green tea."]
 BYTE_ORDER_MARKS = {

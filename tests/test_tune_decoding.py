@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from conftest import assert_refused_before_any_work, command_lines, run_ok
+from bad_arguments import assert_refused_before_any_work, command_lines
+from running import run_ok
 
 
 def test_decoding_settings_are_chosen_on_dev_and_written_into_the_generation_config(

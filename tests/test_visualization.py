@@ -10,9 +10,10 @@ import pytest
 import torch
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
-from conftest import apply_changes, assert_one_line_error, assert_refused_before_any_work, run_command
+from bad_arguments import apply_changes, assert_refused_before_any_work
 from hf_tiny_transformer.app.visualization import attention_weights, plot_attention, plot_positional_encoding
 from hf_tiny_transformer.modeling_tiny_transformer import sinusoidal_table
+from running import assert_one_line_error, run_command
 
 SOURCE = "The cat is sleeping on the sofa."
 TARGET = "猫がソファの上で寝ています。"
@@ -146,7 +147,7 @@ def with_invisible(characters: str) -> str:
 
 
 def test_attention_pictures_are_of_the_text_without_its_invisible_characters(trained_demo_model):
-    from hf_tiny_transformer.loading import load_model_folder
+    from hf_tiny_transformer.guards.loading import load_model_folder
 
     model, tokenizer = load_model_folder(str(trained_demo_model))
     plain = attention_weights(model, tokenizer, PLAIN)

@@ -13,17 +13,27 @@ of a run and makes the average the run's final model.
 import sys
 from pathlib import Path
 
-from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
+from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
 
 if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
 
 from hf_tiny_transformer.commands.flags import trust_remote_code_argument
-from hf_tiny_transformer.commands.output_guard import PACKAGE_OUTPUTS, check_output
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, about, at_least, first_line
-from hf_tiny_transformer.loading import load_model_folder
-from hf_tiny_transformer.saving import staged_folder
+from hf_tiny_transformer.guards.loading import load_model_folder
+from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.writing import staged_folder
 from hf_tiny_transformer.trainer.checkpoints import average_checkpoints, last_checkpoints
+
+# What the averaged model's folder holds (save_pretrained of the model and its tokenizer), and nothing else.
+MODEL_FOLDER = (
+    "config.json",
+    "generation_config.json",
+    "model*.safetensors*",
+    "*_tiny_transformer.py",
+    "tokenizer*.json",
+    "special_tokens_map.json",
+)
 
 
 def parse_args(argv=None):
@@ -41,11 +51,12 @@ def parse_args(argv=None):
     args.folders = checkpoint_folders(args)
     check_output(
         args.output_dir,
-        kind="folder",
         flag="--output_dir",
-        inputs=args.folders,
+        kind="folder",
+        inputs=[*inputs_of(args, but=["output_dir"]), *args.folders],
+        writes=MODEL_FOLDER,
+        replaces=True,
         overwrite=args.overwrite,
-        replaces=PACKAGE_OUTPUTS,
     )
     return args
 

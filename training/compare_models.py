@@ -18,7 +18,7 @@ import json
 import statistics
 import sys
 
-from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
+from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
 
 if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
@@ -33,12 +33,12 @@ from hf_tiny_transformer.commands.flags import (
     scoring_arguments,
     sources_and_references,
 )
-from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.data.tokenizer import lowercases
 from hf_tiny_transformer.errors import ArgumentParser, about
 from hf_tiny_transformer.evaluation import BOOTSTRAP_SAMPLES, bleu_metric
-from hf_tiny_transformer.loading import load_model_folder
-from hf_tiny_transformer.saving import write_atomically
+from hf_tiny_transformer.guards.loading import load_model_folder
+from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.serving.translator import TransformersTranslator
 
 
@@ -57,7 +57,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.settings = decoding_settings(args)
     if args.output_file:
-        check_output(args.output_file, kind="file", flag="--output_file")
+        check_output(args.output_file, flag="--output_file", kind="file", inputs=inputs_of(args, but=["output_file"]))
     return args
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
+from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
 
 if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
@@ -33,12 +33,12 @@ from hf_tiny_transformer.commands.flags import (
     scoring_arguments,
     sources_and_references,
 )
-from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.data.tokenizer import lowercases
 from hf_tiny_transformer.errors import ArgumentParser, UsageError
 from hf_tiny_transformer.evaluation import bleu_tokenization, scores
+from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.hub import with_evaluation
-from hf_tiny_transformer.saving import write_atomically
 
 
 def parse_args(argv=None):
@@ -63,16 +63,11 @@ def parse_args(argv=None):
     if args.min_exact_match is not None and not 0 <= args.min_exact_match <= 100:
         raise UsageError(f"--min_exact_match is a percentage in [0, 100], got {args.min_exact_match}")
     if args.output_file:
-        check_output(
-            args.output_file,
-            kind="file",
-            flag="--output_file",
-            inputs=(args.source_file, args.reference_file, args.model, args.corpus_dir),
-        )
+        check_output(args.output_file, flag="--output_file", kind="file", inputs=inputs_of(args, but=["output_file"]))
     if args.update_model_card and not Path(args.model, "README.md").is_file():
         raise UsageError(f"--update_model_card: {args.model} has no README.md model card")
     if args.update_model_card:
-        check_output(Path(args.model, "README.md"), kind="file", flag="--update_model_card")
+        check_output(Path(args.model, "README.md"), flag="--update_model_card", kind="file")
     return args
 
 

@@ -14,15 +14,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
+from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
 
 if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
 
-from hf_tiny_transformer.commands.output_guard import PACKAGE_OUTPUTS, check_output
-from hf_tiny_transformer.data.files import read_aligned
 from hf_tiny_transformer.errors import ArgumentParser, UsageError
-from hf_tiny_transformer.saving import staged_folder
+from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.text_files import read_aligned
+from hf_tiny_transformer.guards.writing import staged_folder
 
 REPOSITORY = "https://github.com/odashi/small_parallel_enja.git"
 COMMIT = "312408a11c5fbcbc09443bebb18121f7efdcd61e"
@@ -38,12 +38,16 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         raise UsageError("git is not installed; install it (Debian, Ubuntu: apt-get install git)")
+    writes = [f"{split}.{lang}" for split in SPLITS for lang in ("en", "ja")] + ["README.md"]
     check_output(
-        args.output_dir, kind="folder", flag="--output_dir", overwrite=args.overwrite, replaces=PACKAGE_OUTPUTS
+        args.output_dir,
+        flag="--output_dir",
+        kind="folder",
+        writes=writes,
+        replaces=True,
+        overwrite=args.overwrite,
+        overwrite_fix="pass --overwrite to fetch the corpus again",
     )
-    output_dir = Path(args.output_dir)
-    if not args.overwrite and output_dir.is_dir() and any(output_dir.iterdir()):
-        raise UsageError(f"--output_dir {output_dir} is not empty; pass --overwrite to fetch the corpus again")
     return args
 
 

@@ -8,15 +8,15 @@ together in training (see hf_tiny_transformer/data/demo_corpus.py). Each file is
 
 import sys
 
-from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
+from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
 
 if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
 
-from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 from hf_tiny_transformer.errors import ArgumentParser
-from hf_tiny_transformer.saving import write_atomically
+from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.writing import write_atomically
 
 
 def main(argv=None) -> int:
@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output_dir", required=True, help="folder for the files (created if missing)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    output_dir = check_output(args.output_dir, kind="folder", flag="--output_dir")
+    output_dir = check_output(args.output_dir, flag="--output_dir", kind="folder", writes=["*.en", "*.ja"])
     output_dir.mkdir(parents=True, exist_ok=True)
     for split, pairs in make_demo_corpus(args.seed).items():
         write_atomically(output_dir / f"{split}.en", "".join(p.english + "\n" for p in pairs))

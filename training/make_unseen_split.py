@@ -23,17 +23,18 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
+from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
 
 if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
 
-from hf_tiny_transformer.commands.output_guard import PACKAGE_OUTPUTS, check_output
-from hf_tiny_transformer.data.files import read_aligned
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
-from hf_tiny_transformer.saving import staged_folder
+from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.text_files import read_aligned
+from hf_tiny_transformer.guards.writing import staged_folder
 
 SPLITS = ("train", "dev", "test")
+WRITTEN = (*SPLITS, "unseen", "test_near", "test_far")  # the splits of --output_dir
 FUNCTION_WORDS = set(
     """a about above after again against all am an and any are as at be because been before being below between both
     but by can could did do does doing down during each few for from further had has have having he her here hers
@@ -61,13 +62,15 @@ def parse_args(argv=None):
     at_least("--max_count", args.max_count, args.min_count)
     if not 0 < args.near_copy <= 1:
         raise UsageError(f"--near_copy is a share of words, in (0, 1]; got {args.near_copy}")
+    writes = [f"{split}.{lang}" for split in WRITTEN for lang in ("en", "ja")] + ["words.txt"]
     check_output(
         args.output_dir,
-        kind="folder",
         flag="--output_dir",
-        inputs=(args.corpus_dir,),
+        kind="folder",
+        inputs=inputs_of(args, but=["output_dir"]),
+        writes=writes,
+        replaces=True,
         overwrite=args.overwrite,
-        replaces=(*PACKAGE_OUTPUTS, "*.txt"),
     )
     return args
 

@@ -22,7 +22,7 @@ import time
 
 STARTED = time.monotonic()  # a time budget counts from here, before the heavy imports
 
-from hf_tiny_transformer.commands.runner import interrupted_while_importing, run
+from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
 
 if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
@@ -37,11 +37,12 @@ from transformers import DataCollatorForSeq2Seq, set_seed
 from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_utils import sort_checkpoints
 
-from hf_tiny_transformer.commands.output_guard import check_output
 from hf_tiny_transformer.data.sources import load_pairs
 from hf_tiny_transformer.errors import UsageError, about
+from hf_tiny_transformer.guards.loading import load_model_folder
+from hf_tiny_transformer.guards.lock import hold_output_dir
+from hf_tiny_transformer.guards.outputs import check_output, inputs_of
 from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels
-from hf_tiny_transformer.loading import load_model_folder
 from hf_tiny_transformer.trainer.arguments import parse_arguments
 from hf_tiny_transformer.trainer.budget import time_budget
 from hf_tiny_transformer.trainer.checkpoints import (
@@ -50,7 +51,6 @@ from hf_tiny_transformer.trainer.checkpoints import (
     resume_checkpoint,
     trained_steps,
 )
-from hf_tiny_transformer.trainer.output_lock import hold_output_dir
 from hf_tiny_transformer.trainer.precision import (
     RecordMode,
     candidate_modes,
@@ -65,6 +65,8 @@ from hf_tiny_transformer.trainer.setup import fit_lengths, make_config, make_mod
 from hf_tiny_transformer.trainer.trainer import TranslationTrainer, bleu_and_chrf, progress_callbacks
 
 logger = logging.getLogger("train")
+# What a run writes in its --output_dir (Trainer's checkpoints among them); the rest of the folder is left alone.
+WRITES = ("hub", "tokenizer", "checkpoint-*", "metrics.json", "runs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     overwrite = resume or training_args.overwrite_output_dir
     with hold_output_dir(output_dir, hold=training_args.should_save):  # under torchrun: by the process that saves
-        check_output(output_dir, kind="folder", flag="--output_dir", overwrite=overwrite, overwrite_fix=fix)
+        check_output(
+            output_dir,
+            flag="--output_dir",
+            kind="folder",
+            inputs=inputs_of(model_args, data_args),
+            writes=WRITES,
+            overwrite=overwrite,
+            overwrite_fix=fix,
+        )
         checkpoint = resume_checkpoint(training_args.resume_from_checkpoint, output_dir) if resume else None
 
         # Data, then the tokenizer (trained on the training data unless one is given), then the model.

@@ -14,16 +14,17 @@ import sys
 import time
 from pathlib import Path
 
-from hf_tiny_transformer.commands.runner import interrupted_while_importing
+from hf_tiny_transformer.guards.runner import interrupted_while_importing
 
 if __name__ == "__main__":
     interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
 
-from hf_tiny_transformer.commands import flags, output_guard, runner
+from hf_tiny_transformer.commands import flags
 from hf_tiny_transformer.data.tokenizer import lowercases
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, first_line
 from hf_tiny_transformer.evaluation import scores
-from hf_tiny_transformer.saving import write_atomically
+from hf_tiny_transformer.guards import outputs, runner
+from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.text_tiny_transformer import generation_settings
 
 
@@ -45,7 +46,7 @@ def parse_args(argv=None):
     if not args.dry_run:
         if not Path(args.model, "generation_config.json").is_file():
             raise UsageError(f"--model {args.model} has no generation_config.json to write the choice into")
-        output_guard.check_output(Path(args.model, "generation_config.json"), kind="file", flag="--model")
+        outputs.check_output(Path(args.model, "generation_config.json"), flag="--model", kind="file")
     return args
 
 

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 from ..errors import UsageError
-from .runner import run
+from ..guards.runner import run
 
 PROG = "tiny-transformer"
 COMMANDS = {
@@ -23,7 +23,6 @@ COMMANDS = {
     "push-to-hub": "upload a folder saved for the Hub (model, code, tokenizer, model card)",
     "visualize": "pictures of the positional encoding and every attention head for one sentence",
     "app": "a page for a model: translation and attention pictures in the browser (gradio)",
-    "upgrade": "convert model folders of the 0.1 parameter layout to the current one, in place",
 }
 
 

@@ -15,10 +15,10 @@ import socket
 import sys
 
 from ..errors import ArgumentParser, UsageError, about, first_line
-from ..loading import load_model_folder
+from ..guards.loading import load_model_folder
+from ..guards.outputs import check_output, inputs_of
+from ..guards.runner import command_output
 from .flags import trust_remote_code_argument
-from .output_guard import check_output
-from .runner import command_output
 
 
 def parse_args(argv=None):
@@ -30,7 +30,7 @@ def parse_args(argv=None):
     trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
     if args.screenshot:
-        check_output(args.screenshot, kind="file", flag="--screenshot", inputs=(args.model,))
+        check_output(args.screenshot, flag="--screenshot", kind="file", inputs=inputs_of(args, but=["screenshot"]))
     check_port("127.0.0.1" if args.screenshot else args.host, args.port)
     return args
 

@@ -22,7 +22,9 @@ def parse_args(argv=None):
     parser.add_argument("--overwrite", action="store_true", help="replace a page already in --output_dir")
     args = parser.parse_args(argv)
     check_servable(Path(args.model))
-    check_output_folder(args)
+    from ..serving.browser import PAGE_WRITES
+
+    check_output_folder(args, PAGE_WRITES)
     return args
 
 

@@ -5,10 +5,9 @@
 import argparse
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 
 from ..errors import UsageError, about, first_line
-from .output_guard import PACKAGE_OUTPUTS, check_output
+from ..guards.outputs import check_output, inputs_of
 
 
 def engine_arguments(parser: argparse.ArgumentParser):
@@ -80,7 +79,7 @@ def scoring_arguments(parser: argparse.ArgumentParser, split_help: str):
 
 def sources_and_references(args, split: str) -> tuple[list[str], list[str]]:
     """The sources and references that scoring_arguments' flags name (`split` of --corpus_dir), checked."""
-    from ..data.files import read_aligned
+    from ..guards.text_files import read_aligned
 
     if args.corpus_dir:
         return corpus_split(args.corpus_dir, split, args.source_lang, args.target_lang)
@@ -102,39 +101,38 @@ def corpus_split(corpus_dir: str, split: str, source_lang: str, target_lang: str
 def export_arguments(parser: argparse.ArgumentParser, argv, quantizations: Iterable[str], quantization_help: str):
     """The flags of the export commands (--model, --output_dir, --quantization, --overwrite, --trust_remote_code),
     parsed, with the output folder checked before any work: an export already there is replaced only with
-    --overwrite."""
+    --overwrite, and a folder holding anything but an export not at all."""
+    from ..serving.files import EXPORT_WRITES
+
     parser.add_argument("--model", required=True, help="a saved model folder of this package, e.g. runs/demo/hub")
     parser.add_argument("--output_dir", required=True, help="the folder for the export")
     parser.add_argument("--quantization", choices=list(quantizations), default="float32", help=quantization_help)
     parser.add_argument("--overwrite", action="store_true", help="replace an export already in --output_dir")
     trust_remote_code_argument(parser)
     args = parser.parse_args(argv)
-    check_output_folder(args)
+    check_output_folder(args, EXPORT_WRITES)
     return args
 
 
-def check_output_folder(args) -> None:
-    """--output_dir checked against --model and --overwrite before any work: a folder that holds anything is
-    replaced only with --overwrite, and only where it holds nothing but what the package writes."""
+def check_output_folder(args, writes: Iterable[str]) -> None:
+    """--output_dir, a folder the command replaces whole, checked against its inputs and --overwrite before any
+    work (guards.outputs)."""
+    inputs = inputs_of(args, but=["output_dir"])
     check_output(
         args.output_dir,
-        kind="folder",
         flag="--output_dir",
-        inputs=(args.model,),
+        kind="folder",
+        inputs=inputs,
+        writes=writes,
+        replaces=True,
         overwrite=args.overwrite,
-        replaces=PACKAGE_OUTPUTS,
     )
-    output_dir = Path(args.output_dir)
-    if not args.overwrite and output_dir.is_dir() and any(output_dir.iterdir()):
-        raise UsageError(
-            f"--output_dir {output_dir} is not empty; pass --overwrite to replace it, or choose a new folder"
-        )
 
 
 def export_model(args, load_exporter: Callable[[], Callable]) -> int:
     """Load --model and write its export with the exporter `load_exporter()` returns (an ImportError, a missing
     extra, is one line), then say where it went."""
-    from ..loading import load_model_folder
+    from ..guards.loading import load_model_folder
 
     try:
         export = load_exporter()

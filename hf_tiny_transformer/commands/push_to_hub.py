@@ -20,7 +20,7 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
 from ..errors import ArgumentParser, UsageError, about, first_line
-from ..loading import load_model_folder
+from ..guards.loading import load_model_folder
 from ..serving.files import CTRANSLATE2_MODEL
 from .flags import trust_remote_code_argument
 

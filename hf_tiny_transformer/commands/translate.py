@@ -17,8 +17,8 @@ import io
 import itertools
 import sys
 
-from ..data.files import BYTES_LOOKED_AT, UTF8, Encoding, encoding_of
 from ..errors import ArgumentParser, UsageError
+from ..guards.text_files import BYTES_LOOKED_AT, UTF8, Encoding, encoding_of
 from .flags import decoding_arguments, decoding_limits, decoding_settings, engine_arguments, load_translator_from
 
 

@@ -14,11 +14,11 @@ all.
 from pathlib import Path
 
 from ..errors import ArgumentParser, UsageError, about
-from ..loading import load_model_folder
-from ..saving import replaced_file
+from ..guards.loading import load_model_folder
+from ..guards.outputs import check_output, inputs_of
+from ..guards.writing import replaced_file
 from ..text_tiny_transformer import remove_invisible_characters
 from .flags import trust_remote_code_argument
-from .output_guard import check_output
 
 
 def parse_args(argv=None):
@@ -37,9 +37,10 @@ def parse_args(argv=None):
             raise UsageError(f"--{flag} is empty; pass a sentence")
     args.output_dir = check_output(
         args.output_dir,
-        kind="folder",
         flag="--output_dir",
-        inputs=(args.model,),
+        kind="folder",
+        inputs=inputs_of(args, but=["output_dir"]),
+        writes=["*.png"],
         overwrite_fix="choose another --output_dir for the pictures",
     )
     from ..app.visualization import matplotlib

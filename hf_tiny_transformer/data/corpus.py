@@ -14,7 +14,7 @@ person types: Japanese without spaces, English with normal spacing and punctuati
 import re
 from pathlib import Path
 
-from .files import decoded, text_lines
+from ..guards.text_files import decoded, text_lines
 
 LATIN_OR_DIGIT = re.compile(r"[A-Za-z0-9]")
 ATTACH_LEFT = {".", ",", "!", "?", ";", ":", "...", ")", "%"}

@@ -15,7 +15,7 @@ from datasets import Dataset, IterableDataset, load_dataset
 
 from ..errors import UsageError, first_line
 from .corpus import read_parallel
-from .files import read_aligned
+from ..guards.text_files import read_aligned
 
 SPLITS = ("train", "validation", "test")
 CORPUS_SPLITS = {"train": "train", "validation": "dev", "test": "test"}

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import UsageError
-from ..saving import staged_folder
+from ..guards.writing import staged_folder
 
 PAGE = Path(__file__).resolve().parents[1] / "browser"
 MODULES = PAGE / "node_modules"
@@ -40,6 +40,7 @@ VENDOR = {  # what the page loads from vendor/ -> where npm put it
 }
 PAGE_FILES = ("index.html", "translate.js", "text.js")
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
+PAGE_WRITES = (*PAGE_FILES, "vendor", "model", "README.md")  # what the page's folder holds, and nothing else
 SPACE_HEADER = {"title": "hf-tiny-transformer in the browser", "emoji": "🔤", "colorFrom": "blue", "colorTo": "green",
                 "sdk": "static", "app_file": "index.html", "pinned": False}  # fmt: skip
 

@@ -26,11 +26,12 @@ from pathlib import Path
 import torch
 
 from ..errors import first_line
+from ..guards.writing import staged_folder
 from ..hardware import cpu_cores, ctranslate2_compute_type
-from ..saving import staged_folder
 from .files import (
     CTRANSLATE2_MODEL,
     SETTINGS_FILE,
+    VOCABULARY,
     TranslatorFiles,
     check_files,
     check_kind,
@@ -200,9 +201,6 @@ def export_ctranslate2(model, tokenizer, output_dir: str | os.PathLike, quantiza
         }
         (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
     return Path(output_dir)
-
-
-VOCABULARY = "shared_vocabulary.json"  # the tokens by id, as the converter writes one vocabulary for both sides
 
 
 def check_ctranslate2_export(folder: str | os.PathLike) -> TranslatorFiles:

@@ -6,8 +6,8 @@ translator = load_translator("runs/en-ja/ct2-int8", engine="ctranslate2")       
 """
 
 from ..errors import UsageError, first_line
+from ..guards.loading import load_model_folder
 from ..hardware import check_device
-from ..loading import load_model_folder
 from .files import ENGINES
 from .translator import TransformersTranslator, Translator
 

@@ -35,7 +35,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
 from ..configuration_tiny_transformer import TinyTransformerConfig
-from ..saving import staged_folder
+from ..guards.writing import staged_folder
 from .files import (
     DECODER,
     EMBEDDINGS,

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, fields
 
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
-from ..data.files import read_json_object
 from ..data.tokenizer import SMALLEST_VOCAB_SIZE
 from ..errors import OneLineErrors, UsageError, at_least, first_line
+from ..guards.text_files import read_json_object
 
 SPLITS = ("train", "validation", "test")
 

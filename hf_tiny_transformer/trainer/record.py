@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from ..errors import UsageError
+from ..guards.writing import staged_folder, write_atomically
 from ..hub import model_card, save_for_hub, with_evaluation
-from ..saving import staged_folder, write_atomically
 from .checkpoints import shape_differences, vocabulary
 from .precision import describe_mode
 
