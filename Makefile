@@ -49,12 +49,12 @@ demo: install
 	$(PY) training/evaluate_model.py --model runs/demo/hub --source_file runs/demo/data/test.en \
 		--reference_file runs/demo/data/test.ja --target_lang ja --num_beams 1 --show 10 --min_exact_match 95
 
-# The corpus of the real models, at a pinned commit of its repository (needs git and the network, once).
-data: data/small_parallel_enja/train.en
-
-data/small_parallel_enja/train.en: | install
+# The corpus of the real models, at a pinned commit of its repository (needs git and the network, once; a folder that
+# holds it already is left as it is, DATA_FLAGS=--overwrite fetches it again).
+DATA_FLAGS ?=
+data: install
 	$(PY) training/get_corpus.py --output_dir data/small_parallel_enja --repository $(CORPUS_REPOSITORY) \
-		--commit $(CORPUS_COMMIT)
+		--commit $(CORPUS_COMMIT) $(DATA_FLAGS)
 
 # A real model: training (checkpoints averaged at the end), the beam size and length penalty chosen on the dev
 # split, then the test split translated with them and scored; the scores go into the model card.

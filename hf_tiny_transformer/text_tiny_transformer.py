@@ -3,8 +3,12 @@ page) does with the texts it is given, so that they all behave the same.
 
 - Texts are checked (a string or a list of strings) and so are the generation settings (`generation_settings`).
 - Invisible characters are removed before anything else (`remove_invisible_characters`): format characters (zero-width
-  space and joiners, bidi controls, byte-order marks, tags...), variation selectors and control characters other than
-  tab and the line ends show nothing, yet each reaches the model as byte tokens that can change the translation.
+  space and joiners, bidi controls, byte-order marks, tags...), variation selectors, control characters other than
+  tab and the line ends, the object replacement character and private-use characters show nothing (or a box), yet
+  each reaches the model as byte tokens that can change the translation; blanks that are not spaces (the Braille
+  blank, the Hangul fillers) become spaces. The same two patterns (`INVISIBLE_PATTERN`, `BLANK_PATTERN`) are the
+  first steps of the tokenizer's normalizer (data/tokenizer.py), so that a saved tokenizer cleans text on every
+  route, `generate()` and transformers.js included; the front doors clean first because they split sentences.
 - A text is translated line by line and sentence by sentence, as the models were trained (given two sentences at
   once they can drop one); a sentence too long on its own is cut into pieces (`segments`); the translations are put
   back in order (`join`):
@@ -28,19 +32,36 @@ from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
-# What `remove_invisible_characters` removes: the format characters (Unicode category Cf), the default-ignorable
-# code points (the Unicode property: fillers, variation selectors, tags ...), and the control characters (Cc) other
-# than tab, line feed, vertical tab, form feed and carriage return, as of Unicode 17.0; the browser page
-# (browser/text.js) removes the same. Written out so that importing stays fast; the tests check the ranges against
-# unicodedata and against the browser's own Unicode properties.
-_INVISIBLE = re.compile(
-    r"[\x00-\x08\x0e-\x1f\x7f-\x9f"  # Cc
-    r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
-    r"\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
-    r"\U0001d173-\U0001d17a"  # Cf
-    r"\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2065\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8"
-    r"\U000e0000-\U000e0fff]"  # default-ignorable: fillers, variation selectors, tags
+
+def _character_class(code_points: str) -> str:
+    """A regular-expression character class of `code_points` (hexadecimal code points and ranges: "0000-0008 00AD")
+    that Python's re, the tokenizers library (Oniguruma) and JavaScript with the u flag (as transformers.js compiles
+    tokenizer.json's patterns) read alike: a code point of the BMP as \\uXXXX, which all three know, and one beyond it
+    as the character itself, since each spells that escape its own way (\\U, \\x{}, \\u{})."""
+    items = []
+    for item in code_points.split():
+        ends = dict.fromkeys(int(end, 16) for end in item.split("-"))
+        items.append("-".join(f"\\u{code:04x}" if code <= 0xFFFF else chr(code) for code in ends))
+    return f"[{''.join(items)}]"
+
+
+# What `remove_invisible_characters` removes, as of Unicode 17.0: the format characters (Unicode category Cf), the
+# default-ignorable code points (the Unicode property: variation selectors, tags ...) but the blanks below, the
+# control characters (Cc) other than tab, line feed, vertical tab, form feed and carriage return, the object
+# replacement character (what a copy of rich text leaves for a picture) and the private-use characters (Co), which
+# show as a box or not at all. Written out so that importing stays fast; the tests check the ranges against
+# unicodedata and against Node's own Unicode properties. The tokenizer's normalizer holds this pattern, and the
+# browser page reads it from tokenizer.json.
+INVISIBLE_PATTERN = _character_class(
+    "0000-0008 000E-001F 007F-009F "  # Cc
+    "00AD 0600-0605 061C 06DD 070F 0890-0891 08E2 180E 200B-200F 202A-202E 2060-2064 2066-206F FEFF FFF9-FFFB "
+    "110BD 110CD 13430-1343F 1BCA0-1BCA3 1D173-1D17A "  # Cf
+    "034F 17B4-17B5 180B-180F 2065 FE00-FE0F FFF0-FFF8 E0000-E0FFF "  # default-ignorable: variation selectors, tags
+    "FFFC E000-F8FF F0000-FFFFD 100000-10FFFD"  # object replacement, private use
 )
+# Blanks that are not white space (the Braille pattern blank, the Hangul fillers): a space is what a reader sees.
+BLANK_PATTERN = _character_class("115F-1160 2800 3164 FFA0")
+_INVISIBLE, _BLANK = re.compile(INVISIBLE_PATTERN), re.compile(BLANK_PATTERN)
 _OPENING, _CLOSING = "「『（【〈《", "」』）】〉》"
 # Where a too-long sentence is best cut: after a clause mark (a half-width one only before a space, so 1,000 stays
 # whole), else after a space.
@@ -68,9 +89,10 @@ class Segment:
 
 
 def remove_invisible_characters(text: str) -> str:
-    """`text` without the characters that show nothing (see _INVISIBLE), since the model reads them all the same: a
-    zero-width space in "I like green tea." made it "I do not like green tea"."""
-    return _INVISIBLE.sub("", text)
+    """`text` without the characters that show nothing (INVISIBLE_PATTERN) and with a space for each blank that is not
+    one (BLANK_PATTERN), since the model reads them all the same: a zero-width space in "I like green tea." made it
+    "I do not like green tea". The tokenizer's normalizer does the same (data/tokenizer.py)."""
+    return _BLANK.sub(" ", _INVISIBLE.sub("", text))
 
 
 def sentences(text: str, lang: str) -> list[str]:

@@ -13,10 +13,12 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
-from conftest import assert_one_line_error, load_demo_model, removed, run_command, run_script
+from bad_arguments import removed
+from builds import load_demo_model
 from hf_tiny_transformer import text_tiny_transformer as text
 from hf_tiny_transformer.serving.browser import (
     PAGE,
@@ -30,6 +32,7 @@ from hf_tiny_transformer.serving.browser import (
     use_page,
 )
 from hf_tiny_transformer.serving.translator import TransformersTranslator
+from running import assert_one_line_error, run_command, run_script
 
 SENTENCES = "My mother really likes green tea. I didn't eat bread. She reads books."
 # Longer than the demo model takes at once (max_position_embeddings tokens), with no sentence end to split it at.
@@ -208,56 +211,121 @@ def test_the_browser_page_refuses_a_ctranslate2_export_and_names_the_onnx_one(de
 
 # One character of each kind that changes a text's meaning without showing, between ordinary text: zero-width space,
 # non-joiner and joiner, word joiner, soft hyphen, bidi marks, embeddings, overrides and isolates, a byte order mark
-# inside a line, a tag, an Egyptian format control, variation selectors; NUL, a bell, DEL and NEL.
+# inside a line, a tag, an Egyptian format control, variation selectors; NUL, a bell, DEL and NEL; the object
+# replacement character, private-use characters of the BMP and of planes 15 and 16.
 INVISIBLE = "\u200b\u200c\u200d\u2060\u00ad\u200e\u200f\u202a\u202e\u2066\u2069\ufeff\U000e0041\U00013430"
-INVISIBLE += "\ufe0f\U000e0100\x00\x07\x7f\x85"
+INVISIBLE += "\ufe0f\U000e0100\x00\x07\x7f\x85\ufffc\ue000\U000f0000\U0010fffd"
+BLANKS = "\u2800\u115f\u1160\u3164\uffa0"  # the Braille pattern blank, the Hangul fillers: made spaces
 VISIBLE = "I like green tea.\t緑茶が好きです。\n🍵👍🏽 \x0b\x0c\r\u3000end"
 
 
-def run_text_js(tmp_path, calls: list[list]) -> list:
-    """What text.js's functions give for `calls` ([name, *arguments]), run by node; the argument "count_tokens"
-    stands for a tokenizer of one token a character (code point) and one more for the end of the text."""
+def tokenizer_json(tokenizer) -> dict:
+    """The tokenizer.json that `tokenizer` saves, parsed."""
+    return json.loads(tokenizer.backend_tokenizer.to_str())
+
+
+def run_node(tmp_path, script: str, payload) -> object:
+    """What `script` (an ES module that reads `payload` as JSON on its standard input) writes as JSON, run by node."""
     if not shutil.which("node"):
         if os.environ.get("CI"):
-            pytest.fail("CI installs node, which runs the page's text.js in this test")
+            pytest.fail("CI installs node, which runs the page's JavaScript in this test")
         pytest.skip("node is not installed")
     driver = tmp_path / "driver.mjs"
-    driver.write_text(
+    driver.write_text(script)
+    done = subprocess.run(
+        ["node", str(driver)], input=json.dumps(payload), capture_output=True, text=True, timeout=60, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def run_text_js(tmp_path, calls: list[list], tokenizer: dict | None = None) -> list:
+    """What text.js's functions give for `calls` ([name, *arguments]), run by node; the argument "count_tokens"
+    stands for a tokenizer of one token a character (code point) and one more for the end of the text, and "clean",
+    as an argument or a name, for the text cleaning of `tokenizer` (a parsed tokenizer.json)."""
+    script = (
         f"import * as text from {json.dumps((PAGE / 'text.js').as_uri())};\n"
         "import { readFileSync } from 'node:fs';\n"
         "const countTokens = (piece) => [...piece].length + 1;\n"
-        "const calls = JSON.parse(readFileSync(0, 'utf8'));\n"
-        "const results = calls.map(([name, ...args]) => text[name](...args.map((a) => "
-        "(a === 'count_tokens' ? countTokens : a))));\n"
+        "const { calls, tokenizer } = JSON.parse(readFileSync(0, 'utf8'));\n"
+        "const clean = text.textCleaning(tokenizer ?? {});\n"
+        "const functions = { ...text, clean };\n"
+        "const argument = (a) => (a === 'count_tokens' ? countTokens : a === 'clean' ? clean : a);\n"
+        "const results = calls.map(([name, ...args]) => functions[name](...args.map(argument)));\n"
         "process.stdout.write(JSON.stringify(results));\n"
     )
-    done = subprocess.run(
-        ["node", str(driver)], input=json.dumps(calls), capture_output=True, text=True, timeout=60, check=True
-    )
-    return json.loads(done.stdout)
+    return run_node(tmp_path, script, {"calls": calls, "tokenizer": tokenizer})
 
 
 def count_tokens(piece: str) -> int:
     return len(piece) + 1
 
 
-def test_text_js_removes_invisible_characters_as_python_does(tmp_path):
+def test_text_js_cleans_text_as_python_does_with_the_tokenizers_own_patterns(tmp_path, tokenizer):
+    """The page takes its cleaning from the model's tokenizer.json; it reads the patterns as Python does, every code
+    point (but the surrogates, which no UTF-8 text holds)."""
     mixed = "".join(shown + hidden for shown, hidden in itertools.zip_longest(VISIBLE, INVISIBLE, fillvalue=""))
-    [cleaned] = run_text_js(tmp_path, [["removeInvisibleCharacters", mixed]])
+    every = "".join(chr(code) for code in range(sys.maxunicode + 1) if not 0xD800 <= code <= 0xDFFF)
+    calls = [["clean", mixed], ["clean", f"a{BLANKS}b"], ["clean", every]]
+    cleaned, blanks, every_cleaned = run_text_js(tmp_path, calls, tokenizer_json(tokenizer))
     assert cleaned == text.remove_invisible_characters(mixed) == VISIBLE
+    assert blanks == text.remove_invisible_characters(f"a{BLANKS}b") == f"a{' ' * len(BLANKS)}b"
+    assert every_cleaned == text.remove_invisible_characters(every)
 
 
-def test_text_js_cuts_a_long_sentence_as_python_does(tmp_path):
+def test_the_cleaning_is_the_rule_by_nodes_own_unicode_properties(tmp_path, tokenizer):
+    """text_tiny_transformer's written-out ranges, as the page reads them, against the rule in Node's Unicode
+    properties (a newer Unicode than Python's), every code point Node assigns: Cf, Default_Ignorable_Code_Point, Co,
+    the object replacement character and Cc but tab and the line ends are removed; the blanks become spaces."""
+    script = (
+        f"import * as text from {json.dumps((PAGE / 'text.js').as_uri())};\n"
+        "import { readFileSync } from 'node:fs';\n"
+        "const { tokenizer, blanks } = JSON.parse(readFileSync(0, 'utf8'));\n"
+        "const clean = text.textCleaning(tokenizer);\n"
+        "const RULE = /[\\p{Cf}\\p{Default_Ignorable_Code_Point}\\p{Co}\\uFFFC]|(?![\\t\\n\\v\\f\\r])\\p{Cc}/gu;\n"
+        "const rule = (c) => (blanks.includes(c) ? ' ' : c.replace(RULE, ''));\n"
+        "const wrong = [];\n"
+        "for (let code = 0; code <= 0x10ffff; code++) {\n"
+        "  const c = String.fromCodePoint(code);\n"
+        "  if (!/\\p{Cn}|\\p{Cs}/u.test(c) && clean(c) !== rule(c)) wrong.push(code.toString(16));\n"
+        "}\n"
+        "process.stdout.write(JSON.stringify(wrong));\n"
+    )
+    assert run_node(tmp_path, script, {"tokenizer": tokenizer_json(tokenizer), "blanks": BLANKS}) == []
+
+
+def test_the_pages_tokenizer_reads_invisible_characters_as_nothing(tmp_path, tokenizer):
+    """transformers.js's own normalizer (the page's bundle, building the tokenizer as its AutoTokenizer does for a
+    class it does not know) gives the Python tokenizer's ids, those of the text without the invisible characters."""
+    bundle = VENDOR["transformers.min.js"]
+    if not bundle.is_file():
+        if os.environ.get("CI"):
+            pytest.fail("CI installs the page's npm libraries, whose transformers.js this test runs")
+        pytest.skip(f"not installed: {bundle}")
+    texts = ["I like green tea.", f"I{INVISIBLE} like{BLANKS}green tea.{INVISIBLE}"]
+    script = (
+        f"import {{ PreTrainedTokenizer }} from {json.dumps(bundle.as_uri())};\n"
+        "import { readFileSync } from 'node:fs';\n"
+        "const { tokenizer, config, texts } = JSON.parse(readFileSync(0, 'utf8'));\n"
+        "const page = new PreTrainedTokenizer(tokenizer, config);\n"
+        "process.stdout.write(JSON.stringify(texts.map((t) => page.encode(t))));\n"
+    )
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    config = json.loads((tmp_path / "tokenizer" / "tokenizer_config.json").read_text())
+    ids = run_node(tmp_path, script, {"tokenizer": tokenizer_json(tokenizer), "config": config, "texts": texts})
+    assert ids == tokenizer(texts)["input_ids"] and ids[1] == ids[0]
+
+
+def test_text_js_cuts_a_long_sentence_as_python_does(tmp_path, tokenizer):
     japanese = "緑茶が好きで、パンを食べませんでしたが" * 12 + "🍵" * 40  # no sentence end: one sentence each line
     # emoji before a clause mark: in the first half of a piece counted in code points, in the second in UTF-16 units
     emoji = ("🍵" * 6 + "、ab cdefg ") * 8
     lines = ["my mother really likes green tea, and i like\u200b it too; " * 12, japanese, emoji, "a" * 150]
     long_text = "\n".join(lines[:2]) + "\n\n" + lines[2]
     calls = [["hardSplit", line, "count_tokens", limit] for line in lines for limit in (1, 16, 64)]
-    calls.append(["segments", long_text, "en", "count_tokens", 64])
+    calls.append(["segments", long_text, "en", "count_tokens", 64, "clean"])
     split = [text.hard_split(line, count_tokens, limit) for line in lines for limit in (1, 16, 64)]
     plan = text.segments(long_text, "en", count_tokens, 64)
-    *js_split, js_plan = run_text_js(tmp_path, calls)
+    *js_split, js_plan = run_text_js(tmp_path, calls, tokenizer_json(tokenizer))
     assert js_split == split
     assert [(piece["text"], piece["lineBreaks"]) for piece in js_plan] == [(s.text, s.line_breaks) for s in plan]
     assert len(plan) > len(lines) and max(count_tokens(s.text) for s in plan) <= 64

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bad_arguments import assert_refused_before_any_work
+from bad_arguments import assert_refused_before_any_work, folder_digest
 from hf_tiny_transformer.data.corpus import detokenize_english, read_parallel, unsegment_japanese
 from running import assert_one_line_error, run_script
 
@@ -104,10 +104,18 @@ def test_get_corpus_fetches_the_pinned_commit_into_a_folder_the_recipes_read(tmp
         ["i can't say who will leave last.", "night followed night..."],
         ["誰が最後に出るか私には言えません。", "夜が続いた。"],
     )
+    before = folder_digest(output)
     again = run_script(
         "get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "remote"), "--commit", commit
     )
-    assert_one_line_error(again, "is not empty", "--overwrite")
+    assert again.returncode == 0 and "holds the corpus already; pass --overwrite" in again.stdout  # `make data` twice
+    assert folder_digest(output) == before
+    (output / "dev.ja").unlink()  # no longer the whole corpus: fetched again only with --overwrite, and never over notes
+    flags = ["--output_dir", str(output), "--repository", str(tmp_path / "remote"), "--commit", commit]
+    assert_one_line_error(run_script("get_corpus.py", *flags), "already holds an earlier output; pass --overwrite")
+    (output / "notes.txt").write_text("mine")
+    assert_one_line_error(run_script("get_corpus.py", *flags, "--overwrite"), "does not write (notes.txt)")
+    assert (output / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -127,6 +135,13 @@ def test_get_corpus_refuses_a_missing_commit_or_repository_in_one_line_and_write
     wrong = run_script("get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "other"),
                        "--commit", commit)  # fmt: skip
     assert_one_line_error(wrong, "has no dev.ja")
+    unequal = corpus_repository(tmp_path / "unequal", {**CORPUS, "dev.ja": ""})
+    result = run_script("get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "unequal"),
+                        "--commit", unequal)  # fmt: skip
+    assert_one_line_error(result, f"{tmp_path / 'unequal'} at {unequal}: dev.en has 2 lines but dev.ja has 0")
+    option = run_script("get_corpus.py", "--output_dir", str(output), "--repository", str(tmp_path / "remote"),
+                        "--commit=--x")  # fmt: skip
+    assert_one_line_error(option, "--commit --x is not a commit; pass a commit hash")
     assert not output.exists() and not list(tmp_path.glob(".corpus*"))
 
 

@@ -12,10 +12,10 @@ import unicodedata
 import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from conftest import run_tool, tiny_model
+from conftest import tiny_model
 from hf_tiny_transformer import TranslationPipeline
-from hf_tiny_transformer.data.files import read_lines
 from hf_tiny_transformer.errors import UsageError
+from hf_tiny_transformer.guards.text_files import read_lines
 from hf_tiny_transformer.serving.translator import TransformersTranslator
 from hf_tiny_transformer.text_tiny_transformer import (
     Segment,
@@ -27,6 +27,7 @@ from hf_tiny_transformer.text_tiny_transformer import (
     sentences,
     translate_in_pieces,
 )
+from running import run_tool
 
 
 def count_words(text: str) -> int:
@@ -437,7 +438,15 @@ INVISIBLE = {
     "soft hyphen": "\u00ad",
     "NUL": "\0",
     "other control characters": "\x01\x1b\x7f\x9b",
+    "object replacement character": "\ufffc",
+    "private-use characters": "\ue000\uf8ff\U000f0000\U0010fffd",
 }
+# Blanks that are not white space, which become spaces: each changed the translation as the characters above did.
+BLANKS = {
+    "Braille pattern blank": "\u2800",
+    "Hangul fillers": "\u115f\u1160\u3164\uffa0",
+}
+HOSTILE = INVISIBLE | BLANKS
 
 
 PLAIN = "I like green tea."
@@ -457,27 +466,50 @@ VARIATION_SELECTORS = [(0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F), (0x
 
 def invisible_by_the_rule(char: str) -> bool:
     """The rule, from the Unicode database: a format character (Cf), a default-ignorable code point (Unicode's
-    derivation: Cf, the variation selectors and Other_Default_Ignorable_Code_Point), or a control character (Cc)
-    other than tab, line feed, vertical tab, form feed and carriage return."""
+    derivation: Cf, the variation selectors and Other_Default_Ignorable_Code_Point), a control character (Cc)
+    other than tab, line feed, vertical tab, form feed and carriage return, a private-use character (Co), or the
+    object replacement character."""
     category, code = unicodedata.category(char), ord(char)
     ignorable = any(first <= code <= last for first, last in OTHER_DEFAULT_IGNORABLE + VARIATION_SELECTORS)
-    return category == "Cf" or ignorable or (category == "Cc" and char not in "\t\n\v\f\r")
+    control = category == "Cc" and char not in "\t\n\v\f\r"
+    return category in ("Cf", "Co") or ignorable or control or char == "\ufffc"
+
+
+def blank_by_the_rule(char: str) -> bool:
+    """A blank that is not white space: the Braille pattern blank and the Hangul fillers."""
+    name = unicodedata.name(char, "")
+    return name == "BRAILLE PATTERN BLANK" or (name.startswith(("HANGUL", "HALFWIDTH HANGUL")) and "FILLER" in name)
 
 
 def test_the_invisible_characters_are_exactly_those_of_the_rule():
-    """The written-out ranges against this Python's Unicode database, every code point; the code points it does not
-    assign yet that they hold are the Egyptian hieroglyph format controls a newer Unicode added."""
+    """The written-out ranges against this Python's Unicode database, every code point: the blanks become spaces, the
+    other invisible characters go, the rest stays. The code points it does not assign yet that the ranges hold are
+    the Egyptian hieroglyph format controls a newer Unicode added."""
     every = "".join(map(chr, range(sys.maxunicode + 1)))
+    blanks = "".join(filter(blank_by_the_rule, every))
+    assert len(blanks) == 5 and remove_invisible_characters(blanks) == " " * len(blanks)
     kept = set(remove_invisible_characters(every))
     removed = {char for char in every if char not in kept}
     newer = {chr(code) for code in range(0x13439, 0x13440) if unicodedata.category(chr(code)) == "Cn"}
-    assert removed == {char for char in every if invisible_by_the_rule(char)} | newer
+    assert removed == {char for char in every if invisible_by_the_rule(char)} | set(blanks) | newer
 
 
 def test_whitespace_and_visible_text_are_kept():
     text = "\tI like\u00a0green tea.\v\f\r\n私は緑茶が好きです。\u3000👍🏽 e\u0301 \U0001f469\u200d\U0001f4bb"
     assert remove_invisible_characters(text) == text.replace("\u200d", "")
     assert remove_invisible_characters(with_invisible("".join(INVISIBLE.values()))) == PLAIN
+    assert remove_invisible_characters(with_invisible("\u2800\u3164")) == "I   like green tea.    "
+
+
+@pytest.mark.parametrize("route", ["trained", "saved and loaded with AutoTokenizer"])
+def test_the_tokenizer_reads_a_text_with_invisible_characters_as_the_text_without(tokenizer, tmp_path, route):
+    """The cleaning is the tokenizer's own, so that tokenizer + generate() (the README's route) and every engine
+    share it: each kind gives the plain sentence's ids."""
+    if route != "trained":
+        tokenizer.save_pretrained(tmp_path)
+        tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    ids = {kind: tokenizer(with_invisible(characters))["input_ids"] for kind, characters in HOSTILE.items()}
+    assert ids == dict.fromkeys(HOSTILE, tokenizer(PLAIN)["input_ids"])
 
 
 def test_segments_and_translations_in_pieces_ignore_invisible_characters(caplog):
@@ -499,9 +531,9 @@ ENGINES = ["pipeline", "transformers", "transformers, streamed", "ctranslate2", 
 
 @pytest.fixture(scope="module", params=ENGINES)
 def hostile_translations(request, trained_demo_model) -> dict[str, str]:
-    """The translations of "I like green tea." and of it with each kind of invisible character, by one engine of
-    the trained demo model (the exports in float32); one batch an engine."""
-    texts = [PLAIN] + [with_invisible(characters) for characters in INVISIBLE.values()]
+    """The translations of "I like green tea." and of it with each kind of invisible character or blank, by one
+    engine of the trained demo model (the exports in float32); one batch an engine."""
+    texts = [PLAIN] + [with_invisible(characters) for characters in HOSTILE.values()]
     if request.param in ("ctranslate2", "onnx"):
         export = request.getfixturevalue("demo_ct2" if request.param == "ctranslate2" else "demo_onnx")
         if request.param == "ctranslate2":
@@ -512,7 +544,7 @@ def hostile_translations(request, trained_demo_model) -> dict[str, str]:
             from hf_tiny_transformer.serving.onnx import OnnxTranslator
 
             translations = OnnxTranslator(export, compute_type="float32").translate(texts)
-        return dict(zip(["plain", *INVISIBLE], translations, strict=True))
+        return dict(zip(["plain", *HOSTILE], translations, strict=True))
     model = AutoModelForSeq2SeqLM.from_pretrained(trained_demo_model).eval()
     tokenizer = AutoTokenizer.from_pretrained(trained_demo_model)
     if request.param == "pipeline":
@@ -524,10 +556,10 @@ def hostile_translations(request, trained_demo_model) -> dict[str, str]:
     else:
         translator = TransformersTranslator(model, tokenizer)
         translations = [list(translator.stream(text))[-1] for text in texts]
-    return dict(zip(["plain", *INVISIBLE], translations, strict=True))
+    return dict(zip(["plain", *HOSTILE], translations, strict=True))
 
 
-@pytest.mark.parametrize("kind", INVISIBLE)
+@pytest.mark.parametrize("kind", HOSTILE)
 def test_invisible_characters_do_not_change_a_translation(hostile_translations, kind):
     assert hostile_translations["plain"]  # a real translation
     assert hostile_translations[kind] == hostile_translations["plain"]

@@ -1,12 +1,24 @@
-"""The tokenizer: special tokens, round trips in both scripts, unseen characters, save/load identity."""
+"""The tokenizer: special tokens, round trips in both scripts, unseen characters, save/load identity; its normalizer
+cleans text as the front doors do, and a tokenizer trained before it did can be given it."""
 
+import copy
 import json
+import sys
 
 import pytest
+from tokenizers import Regex, normalizers
 from transformers import AutoTokenizer
 
-from conftest import ENGLISH, JAPANESE, run_without_package
-from hf_tiny_transformer.data.tokenizer import SMALLEST_VOCAB_SIZE, lowercases, train_tokenizer
+from conftest import ENGLISH, JAPANESE
+from hf_tiny_transformer.data.tokenizer import (
+    SMALLEST_VOCAB_SIZE,
+    lowercases,
+    normalizer,
+    train_tokenizer,
+    with_current_normalizer,
+)
+from hf_tiny_transformer.text_tiny_transformer import remove_invisible_characters
+from running import run_without_package
 
 
 def test_special_tokens_match_the_model_config(tokenizer):
@@ -127,3 +139,61 @@ def test_training_is_deterministic():
     texts = ENGLISH * 3 + JAPANESE * 3
     first, second = train_tokenizer(texts, vocab_size=400), train_tokenizer(texts, vocab_size=400)
     assert first.backend_tokenizer.to_str() == second.backend_tokenizer.to_str()
+
+
+# The normalizer cleans text: one definition (text_tiny_transformer's patterns) for the tokenizer and the front doors
+
+ORDINARY = (
+    ENGLISH + JAPANESE + ["ｃａｔ　２０２４", "  The   cat  ", "line\nbreaks\r\n and\ttabs\v\f", "鬱 🍵 e\u0301 Ω"]
+)
+HOSTILE = "\ufeffI\u200b like\u2800green\u3164tea.\ufffc\ue000\U000e0041\x00"
+
+
+def normalizer_before_the_cleaning(lowercase: bool) -> normalizers.Normalizer:
+    """The normalizer tokenizers were trained with before it cleaned text, which the models saved then carry."""
+    steps = [normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
+    return normalizers.Sequence(steps + [normalizers.Lowercase()] if lowercase else steps)
+
+
+def test_the_normalizer_cleans_every_code_point_as_the_front_doors_do():
+    """Its first steps (Oniguruma's reading of the patterns) against `remove_invisible_characters` (Python's reading),
+    every code point but the surrogates, which no UTF-8 text holds."""
+    every = "".join(chr(code) for code in range(sys.maxunicode + 1) if not 0xD800 <= code <= 0xDFFF)
+    steps = normalizer(lowercase=False)
+    cleaning = normalizers.Sequence([steps[0], steps[1]])
+    assert cleaning.normalize_str(every) == remove_invisible_characters(every)
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_the_normalizer_does_to_ordinary_text_what_it_did(lowercase):
+    """NFKC, white space (line breaks too) collapsed and stripped, lowercasing: as before it cleaned text."""
+    now, before = normalizer(lowercase), normalizer_before_the_cleaning(lowercase)
+    assert [now.normalize_str(text) for text in ORDINARY] == [before.normalize_str(text) for text in ORDINARY]
+    assert now.normalize_str(HOSTILE) == ("i like green tea." if lowercase else "I like green tea.")
+
+
+def trained_before_the_cleaning(tokenizer, folder):
+    """`tokenizer` as a model saved before the normalizer cleaned text carries it: with the old normalizer, saved
+    and loaded."""
+    old = copy.deepcopy(tokenizer)
+    old.backend_tokenizer.normalizer = normalizer_before_the_cleaning(lowercases(tokenizer))
+    old.save_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def test_with_current_normalizer_cleans_and_keeps_the_ids_of_ordinary_text(tokenizer, tmp_path):
+    old = trained_before_the_cleaning(tokenizer, tmp_path / "old")
+    assert old(HOSTILE)["input_ids"] != old("I like green tea.")["input_ids"]  # what a saved model did
+    with_current_normalizer(old).save_pretrained(tmp_path / "refreshed")
+    refreshed = AutoTokenizer.from_pretrained(tmp_path / "refreshed")
+    assert refreshed(ORDINARY)["input_ids"] == old(ORDINARY)["input_ids"] == tokenizer(ORDINARY)["input_ids"]
+    assert refreshed(HOSTILE)["input_ids"] == refreshed("I like green tea.")["input_ids"]
+    assert old(HOSTILE)["input_ids"] != old("I like green tea.")["input_ids"]  # a copy: the old one is unchanged
+    assert refreshed.backend_tokenizer.to_str() == tokenizer.backend_tokenizer.to_str()
+
+
+def test_with_current_normalizer_keeps_the_casing(tmp_path):
+    cased = trained_before_the_cleaning(train_tokenizer(ENGLISH, vocab_size=300), tmp_path)
+    refreshed = with_current_normalizer(cased)
+    assert not lowercases(refreshed)
+    assert refreshed.decode(refreshed("The\u200b Cat")["input_ids"], skip_special_tokens=True) == "The Cat"

@@ -12,10 +12,10 @@ translation and the heatmap, and saves what the browser shows.
 """
 
 import io
-import tempfile
 import time
 from pathlib import Path
 
+from ..serving.browser import chromium
 from ..serving.translator import TransformersTranslator
 from .visualization import KINDS, TITLES, attention_weights, draw_heads, plot_positional_encoding
 
@@ -131,32 +131,6 @@ def build_app(model, tokenizer, examples: list[str] | None = None):
         kind.change(translation_app.translate_and_draw, inputs, outputs)
         layer.release(translation_app.translate_and_draw, inputs, outputs)
     return page
-
-
-def chromium(headless: bool = True, extra_flags: list[str] = ()):
-    """Selenium's Chrome driver on Debian's Chromium, with the flags a machine without a screen or a network needs
-    (and `extra_flags`)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,1400",
-        f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}",
-        *extra_flags,
-    ):
-        options.add_argument(flag)
-    if headless:
-        options.add_argument("--headless=new")
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
 
 def use_in_browser(url: str, sentence: str, screenshot: str | Path | None = None, timeout: float = 120) -> str:

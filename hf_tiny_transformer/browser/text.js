@@ -4,10 +4,6 @@
 // these functions under Node beside the Python ones. Lengths are counted in code points, as Python counts them, so
 // that a cut never falls inside an emoji.
 
-// Characters that change what a text means without showing: format characters (zero-width space and joiners, bidi
-// controls, a byte order mark, tags), the default-ignorable code points (fillers, variation selectors), and control
-// characters other than the whitespace ones.
-const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}]|(?![\t\n\v\f\r])\p{Cc}/gu;
 const OPENING = '「『（【〈《';
 const CLOSING = '」』）】〉》';
 // Where a too-long sentence is best cut: after a clause mark (a half-width one only before a space, so 1,000 stays
@@ -19,9 +15,21 @@ const NOT_SENTENCE_ENDS = new Set(['e.g.', 'i.e.', 'mr.', 'mrs.', 'ms.', 'dr.', 
 // A sentence start: the start of a line, or . ! ? (and closing quotes) then whitespace; then opening quotes, a letter.
 const SENTENCE_START = /(?:^|([.!?])["'”’)\]]*\s+)[\s"'“‘([]*(\p{L})/gmu;
 
-/** `text` without the characters that change its meaning without showing (see INVISIBLE). */
-export function removeInvisibleCharacters(text) {
-  return text.replace(INVISIBLE, '');
+/** The cleaning that the normalizer of `tokenizerJson` (a parsed tokenizer.json) starts with, as a function of a
+ *  text: its leading Replace steps, which data/tokenizer.py writes from text_tiny_transformer.py's patterns (invisible
+ *  characters removed, blanks that are not spaces made spaces). Read from the model's own file, so that the page
+ *  cleans as the tokenizer and the Python front doors do; compiled with the u flag, as transformers.js compiles them.
+ *  A tokenizer.json without such steps cleans nothing. */
+export function textCleaning(tokenizerJson) {
+  const normalizer = tokenizerJson.normalizer;
+  const steps = normalizer?.type === 'Sequence' ? normalizer.normalizers : [normalizer];
+  const replaces = [];
+  for (const step of steps) {
+    if (step?.type !== 'Replace') break;
+    const { Regex: regex, String: string } = step.pattern;
+    replaces.push({ pattern: regex === undefined ? string : new RegExp(regex, 'gu'), content: step.content });
+  }
+  return (text) => replaces.reduce((cleaned, { pattern, content }) => cleaned.replaceAll(pattern, content), text);
 }
 
 /** The sentences of `text` as Intl.Segmenter finds them, each with its trailing whitespace; a sentence never ends
@@ -91,12 +99,12 @@ function bestCut(prefix) {
 }
 
 /** The pieces of `text` to translate, each `{ text, lineBreaks }` (line breaks between the previous piece and this
- *  one: 0 on the same line, 2 after a blank line): invisible characters removed, the sentences of each line, a
- *  sentence longer than `maxTokens` tokens cut further; whitespace around lines and pieces dropped. */
-export function segments(text, lang, countTokens, maxTokens) {
+ *  one: 0 on the same line, 2 after a blank line): cleaned first (`clean`, what textCleaning gave), the sentences of
+ *  each line, a sentence longer than `maxTokens` tokens cut further; whitespace around lines and pieces dropped. */
+export function segments(text, lang, countTokens, maxTokens, clean) {
   const result = [];
   let lineBreaks = 0;
-  for (const line of removeInvisibleCharacters(text).split('\n')) {
+  for (const line of clean(text).split('\n')) {
     for (const piece of linePieces(line.trim(), lang, countTokens, maxTokens)) {
       result.push({ text: piece, lineBreaks: result.length ? lineBreaks : 0 });
       lineBreaks = 0;

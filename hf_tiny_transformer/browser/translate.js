@@ -4,7 +4,7 @@
 // them, English output cased. Greedy decoding; the translation grows token by token. What fails is said on the page
 // (index.html's showFailure), with what to do.
 import { AutoModelForSeq2SeqLM, AutoTokenizer, TextStreamer, env } from './vendor/transformers.min.js';
-import { cased, join, segments } from './text.js';
+import { cased, join, segments, textCleaning } from './text.js';
 
 env.allowRemoteModels = false; // nothing from the Hub or a CDN: the page's own files only
 env.allowLocalModels = true;
@@ -49,14 +49,18 @@ async function sharedEmbeddings(dtype) {
   return { session_options: { externalData: [{ path: name, data: new Uint8Array(await response.arrayBuffer()) }] } };
 }
 
-/** The model, its tokenizer and settings, and the seconds they took to load. */
+/** The model, its tokenizer, its text cleaning (the one its tokenizer.json starts with) and settings, and the
+ *  seconds they took to load. */
 async function loadModel(dtype) {
   const started = performance.now();
-  const [settings, config] = await Promise.all([json('./model/generation_config.json'), json('./model/config.json')]);
+  const [settings, config, tokenizerJson] = await Promise.all(
+    ['generation_config.json', 'config.json', 'tokenizer.json'].map((name) => json(`./model/${name}`)),
+  );
   const tokenizer = await AutoTokenizer.from_pretrained('model');
   const options = { dtype, device: 'wasm', ...(await sharedEmbeddings(dtype)) };
   const model = await AutoModelForSeq2SeqLM.from_pretrained('model', options);
-  return { settings, config, tokenizer, model, seconds: (performance.now() - started) / 1000 };
+  const clean = textCleaning(tokenizerJson);
+  return { settings, config, tokenizer, clean, model, seconds: (performance.now() - started) / 1000 };
 }
 
 /** What is wrong with the model's files: the first one missing, not JSON, or not a whole ONNX file; null when each
@@ -136,9 +140,9 @@ async function translatePiece(page, piece, onToken) {
 
 /** A text translated piece by piece (text.js's segments); `onPartial(text)` as it grows. */
 async function translate(page, text, onPartial) {
-  const { tokenizer, config, sourceLang, targetLang } = page;
+  const { tokenizer, clean, config, sourceLang, targetLang } = page;
   const countTokens = (piece) => tokenizer(piece).input_ids.dims[1];
-  const pieces = segments(text, sourceLang, countTokens, config.max_position_embeddings);
+  const pieces = segments(text, sourceLang, countTokens, config.max_position_embeddings, clean);
   const done = [];
   let tokens = 0;
   for (const piece of pieces) {

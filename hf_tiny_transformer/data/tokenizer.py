@@ -1,9 +1,12 @@
 """A tokenizer for the model, trained with the `tokenizers` library: one BPE vocabulary for both languages.
 
 Text is normalized before it is split (and the same normalization is saved in tokenizer.json, so text typed by
-a person goes through it too): Unicode NFKC (full-width Latin letters, digits and punctuation such as `！？`
-become `!?`; `。、` stay), runs of white space become one space, leading and trailing space is removed, and
-with `lowercase=True` everything is lowercased. `decode(encode(x))` gives back that normalized text.
+a person goes through it too, whichever library reads the file): invisible characters are removed and blanks that
+are not spaces become spaces (text_tiny_transformer's patterns, the ones the front doors clean with), then Unicode
+NFKC (full-width Latin letters, digits and punctuation such as `！？` become `!?`; `。、` stay), runs of white space
+become one space, leading and trailing space is removed, and with `lowercase=True` everything is lowercased.
+`decode(encode(x))` gives back that normalized text. `with_current_normalizer` gives this normalizer to a tokenizer
+trained with an older one (a model saved before the normalizer cleaned text).
 
 Words are split at spaces (Metaspace, `▁` marks a space) and punctuation is split off (`first.` -> `first`, `.`), so
 Japanese, written without spaces, is segmented by the byte-pair merges learned from the raw text: no morphological
@@ -17,12 +20,15 @@ the rarest characters of the training texts take this path too. `<unk>` exists b
 for it.
 """
 
+import copy
 import json
 from collections import Counter
 from collections.abc import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
+
+from ..text_tiny_transformer import BLANK_PATTERN, INVISIBLE_PATTERN
 
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]  # ids 0, 1, 2, 3: the model config's pad/bos/eos ids and unk
 BYTE_TOKENS = [f"<0x{byte:02X}>" for byte in range(256)]
@@ -32,8 +38,15 @@ SMALLEST_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + 1
 
 
 def normalizer(lowercase: bool) -> normalizers.Normalizer:
-    """NFKC, white space collapsed and stripped, optionally lowercased."""
-    steps = [normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
+    """Invisible characters removed and blanks that are not white space made spaces (as `remove_invisible_characters`
+    does), NFKC, white space collapsed and stripped, optionally lowercased."""
+    steps = [
+        normalizers.Replace(Regex(INVISIBLE_PATTERN), ""),
+        normalizers.Replace(Regex(BLANK_PATTERN), " "),
+        normalizers.NFKC(),
+        normalizers.Replace(Regex(r"\s+"), " "),
+        normalizers.Strip(),
+    ]
     return normalizers.Sequence(steps + [normalizers.Lowercase()] if lowercase else steps)
 
 
@@ -123,4 +136,16 @@ def lowercases(tokenizer) -> bool:
     return normalizer is not None and normalizer.normalize_str("A") == "a"
 
 
-__all__ = ["train_tokenizer", "lowercases", "SMALLEST_VOCAB_SIZE"]
+def with_current_normalizer(tokenizer: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+    """A copy of `tokenizer` (one `train_tokenizer` made, maybe with an older normalizer) with the current normalizer,
+    lowercasing as it did. Nothing else changes, nor do the ids of a text without invisible characters or blanks.
+    A saved model's tokenizer, refreshed in place:
+
+        with_current_normalizer(AutoTokenizer.from_pretrained(folder)).save_pretrained(folder)
+    """
+    refreshed = copy.deepcopy(tokenizer)
+    refreshed.backend_tokenizer.normalizer = normalizer(lowercases(tokenizer))
+    return refreshed
+
+
+__all__ = ["train_tokenizer", "lowercases", "with_current_normalizer", "SMALLEST_VOCAB_SIZE"]

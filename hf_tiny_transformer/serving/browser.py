@@ -21,6 +21,7 @@ import functools
 import http.server
 import json
 import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,12 +101,36 @@ def served(folder: str | Path) -> Iterator[str]:
         server.server_close()
 
 
+def chromium(headless: bool = True, extra_flags: list[str] = ()):
+    """Selenium's Chrome driver on Debian's Chromium, with the flags a machine without a screen or a network needs
+    (and `extra_flags`)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1400",
+        f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}",
+        *extra_flags,
+    ):
+        options.add_argument(flag)
+    if headless:
+        options.add_argument("--headless=new")
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
 @contextlib.contextmanager
 def chromium_on(url: str, offline: bool = True) -> Iterator:
     """Headless Chromium showing `url` while the block runs. With `offline`, every address but this machine's is
     unreachable (a proxy that does not exist), so that anything fetched from elsewhere would fail."""
-    from ..app.page import chromium
-
     driver = chromium(extra_flags=["--proxy-server=http://0.0.0.0:9"] if offline else [])
     try:
         driver.get(url)

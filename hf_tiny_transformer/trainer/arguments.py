@@ -7,6 +7,7 @@ checks its own values when it is made, so that a bad flag is one line (a `UsageE
 """
 
 import argparse
+import json
 import math
 import os
 from dataclasses import dataclass, field, fields
@@ -241,6 +242,24 @@ class Parser(OneLineErrors, HfArgumentParser):
     """HfArgumentParser whose errors are one line."""
 
 
+def typed(parser: argparse.ArgumentParser, recipe: str, key: str, value):
+    """A recipe's value as its flag would give it (argparse's type and choices), so that a list where a number
+    belongs is one line naming the recipe, not a failure deep in training."""
+    action = parser._option_string_actions[f"--{key}"]
+    several = action.nargs in ("+", "*")
+    if value is None or isinstance(value, dict) or action.type is None:
+        return value
+    try:
+        if isinstance(value, list) != several:
+            raise ValueError(f"{'a list' if several else 'one value'} expected")
+        converted = [action.type(str(item)) for item in (value if several else [value])]
+        if action.choices and any(item not in action.choices for item in converted):
+            raise ValueError(f"one of {', '.join(map(str, action.choices))} expected")
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as error:
+        raise UsageError(f"recipe {recipe}: {key} {json.dumps(value)} is not a value of --{key} ({error})") from None
+    return converted if several else converted[0]
+
+
 def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, TranslationTrainingArguments]:
     """Flags, after an optional JSON file of flags whose values become the defaults (`recipe.json --max_steps 10`)."""
     parser = Parser((ModelArguments, DataArguments, TranslationTrainingArguments))
@@ -257,7 +276,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Tra
                 f"recipe {argv[0]}: {', '.join(unknown)} {'is not a flag' if len(unknown) == 1 else 'are not flags'} "
                 "of train.py (see --help)"
             )
-        parser.set_defaults(**recipe)
+        parser.set_defaults(**{key: typed(parser, argv[0], key, value) for key, value in recipe.items()})
         argv = argv[1:]
     try:
         return parser.parse_args_into_dataclasses(args=argv)
