@@ -39,6 +39,7 @@ def workspace(tmp_path_factory, tokenizer):
     (data / "flags_empty.json").write_text("\n")
     (data / "flags_broken.json").write_text("{ not json")
     (data / "unknown_flag.json").write_text('{"learnin_rate": 0.1}')
+    (data / "flags_list.json").write_text('{"shape": "tiny", "learning_rate": [0.1, 0.2]}')
     model = tiny_model(vocab_size=len(tokenizer))
     card = model_card(model, source_lang="en", target_lang="ja", training_data="test sentences")
     save_for_hub(model, tokenizer, root / "hub", card)

@@ -114,6 +114,19 @@ def test_a_folder_the_writer_replaces_holds_nothing_it_does_not_write(tmp_path):
     check_output(tmp_path / "export", flag="--out", kind="folder", writes=EXPORT_LIKE, replaces=True, overwrite=True)
 
 
+def test_a_read_only_entry_where_the_writer_writes_is_refused_before_any_work(tmp_path, monkeypatch):
+    """train.py over a read-only hub/ trained to the end, then failed to replace it with a traceback."""
+    write_files(tmp_path / "run", {"hub/config.json": "{}", "notes/a.txt": "mine"})
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda path, mode: Path(path).name not in ("hub", "notes") and real_access(path, mode)
+    )
+    message = refusal(tmp_path / "run", kind="folder", writes=["hub"], overwrite=True)
+    assert "holds hub, which is read-only; chmod -R u+w it, or choose another folder" in message
+    write_files(tmp_path / "other", {"notes/a.txt": "mine"})  # a read-only entry it does not write is no concern
+    assert check_output(tmp_path / "other", flag="--out", kind="folder", writes=["hub"]) == tmp_path / "other"
+
+
 def test_nothing_is_written_through_a_symbolic_link(tmp_path):
     """A folder from elsewhere (an archive, a shared disk) with `hub -> ~/notes`: an output or an entry a command
     writes that is a link is refused, naming the link's target."""

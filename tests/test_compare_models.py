@@ -69,6 +69,7 @@ def test_bad_models_and_flags_are_one_line(tmp_path, models, texts):
         ("--pair", good, good, "--batch_size", "0"): "--batch_size must be a whole number of at least 1",
         ("--pair", good, good, "--output_file", str(tmp_path)): f"--output_file {tmp_path} is a folder",
         ("--pair", good): "argument --pair: expected 2 arguments",
+        ("--pair", good, good, "--output_file", texts[1]): f"--output_file {texts[1]} is also an input",
     }
     for flags, message in cases.items():
         result = run_script("compare_models.py", *texts, *flags)

@@ -194,6 +194,11 @@ def test_the_unseen_split_moves_every_pair_with_a_chosen_word_and_cuts_the_test_
     assert pairs == sorted(UNSEEN_TRAIN)  # every pair kept, with its own translation
     assert lines["test_near.en"] == ["the tea is warm ."] and lines["test_far.en"] == ["my brother reads books ."]
     assert lines["test_near.ja"] == ["お茶 は 温か い 。"] and lines["test.en"] == [pair[0] for pair in test]
+    (out / "notes.txt").write_text("mine")  # --overwrite replaces the split, and never deletes what it did not write
+    again = run_script("make_unseen_split.py", "--corpus_dir", str(tmp_path / "corpus"), "--output_dir", str(out),
+                       "--words", "2", "--min_count", "2", "--max_count", "2", "--overwrite")  # fmt: skip
+    assert_one_line_error(again, f"--output_dir {out} holds what this command does not write (notes.txt)")
+    assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_the_unseen_split_refuses_more_words_than_the_corpus_has(tmp_path):

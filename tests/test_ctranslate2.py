@@ -165,6 +165,14 @@ def test_the_export_script_refuses_used_folders_and_other_models(trained_demo_mo
         "delete; move it elsewhere, or choose another folder",
     )
     assert folder_digest(mine) == mine_before
+    beside = copy_folder(ct2, tmp_path / "beside")  # an export with a user's files beside it: never deleted
+    for name in ("README.md", "my_eval.en", "my_eval.ja"):
+        (beside / name).write_text("mine\n")
+    assert_one_line_error(
+        run_command("export-onnx", "--model", str(trained_demo_model), "--output_dir", str(beside), "--overwrite"),
+        f"--output_dir {beside} holds what this command does not write (README.md, my_eval.en, my_eval.ja)",
+    )
+    assert (beside / "README.md").read_text() == "mine\n"
     # the model folder itself, or a folder inside it: refused even with --overwrite
     for inside, problem in (
         (trained_demo_model, f"is also an input ({trained_demo_model})"),
@@ -267,7 +275,7 @@ DAMAGED_CTRANSLATE2_EXPORTS = [
                  "shared_vocabulary.json does not match tokenizer.json: token 5 is", id="another vocabulary"),
     pytest.param(removed("hf_tiny_transformer.json"), "hf_tiny_transformer.json is missing", id="settings missing"),
     pytest.param(lambda folder: (folder / "hf_tiny_transformer.json").write_text("[1, 2"),
-                 "hf_tiny_transformer.json is not JSON", id="settings not JSON"),
+                 "hf_tiny_transformer.json is not a JSON object", id="settings not JSON"),
     pytest.param(edited_json(SETTINGS, lambda settings: settings.pop("max_position_embeddings")),
                  "hf_tiny_transformer.json has no max_position_embeddings", id="without max_position_embeddings"),
     pytest.param(edited_json(SETTINGS, lambda settings: settings.update(max_position_embeddings="64")),

@@ -167,16 +167,41 @@ def test_a_tokenizer_whose_regex_fails_on_ordinary_text_is_one_line(folder):
     )
 
 
-def test_a_folder_with_only_a_pickled_checkpoint_is_one_line_saying_how_to_convert_it(folder):
-    """A pickle can run code when loaded: the package loads safetensors only, and says how to convert one."""
+def test_a_folder_with_only_a_pickled_checkpoint_is_one_line_and_the_pickle_is_never_loaded(folder):
+    """A pickle can run code when loaded: the package loads safetensors only (the library's own one line)."""
     torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
     (folder / "model.safetensors").unlink()
-    result = run_command("translate", "--model", str(folder), "I like tea.")
-    assert_one_line_error(
-        result,
-        f"--model {folder} holds only a pickled checkpoint (pytorch_model.bin), which this package does not load",
-        "from_pretrained it in a session you trust and save_pretrained it",
+    setup = ("test_loading", "refuse_unpickling", ())
+    result = run_command("translate", "--model", str(folder), "I like tea.", setup=setup)
+    assert_one_line_error(result, f"--model {folder}: model.safetensors cannot be loaded", "model.safetensors")
+
+
+def refuse_unpickling():
+    """In the child that runs the command: torch.load fails the test if it is called."""
+    import torch
+
+    def never(*args, **kwargs):
+        raise AssertionError("a pickle was loaded")
+
+    torch.load = never
+
+
+def test_positions_far_more_than_the_model_holds_are_refused_before_the_table_is_built(folder):
+    """max_position_embeddings 4,000,000 by hand: 45 s and 10 GB of positional table before translating."""
+    set_config(folder, max_position_embeddings=4_000_000)
+    result = run_command(
+        "translate", "--model", str(folder), "I like tea.", setup=("test_loading", "refuse_the_librarys_load", ())
     )
+    assert_one_line_error(
+        result, f"--model {folder}: config.json's max_position_embeddings 4000000 asks for a positional table larger"
+    )
+
+
+def test_a_broken_special_tokens_map_is_named_as_the_file_at_fault(folder):
+    """It was blamed on tokenizer.json."""
+    (folder / "special_tokens_map.json").write_text("{ not json")
+    result = run_command("translate", "--model", str(folder), "I like tea.")
+    assert_one_line_error(result, f"--model {folder}: special_tokens_map.json cannot be loaded")
 
 
 def test_code_named_by_tokenizer_config_json_is_reported_against_that_file(folder):

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -156,6 +157,16 @@ def with_config(**fields):
     return edited_settings(lambda settings: settings["config"].update(fields))
 
 
+def another_models_tokenizer(folder: Path):
+    """Its tokenizer.json with two pieces' ids swapped: a tokenizer of the same size that gives other ids (it
+    translated into garbage without an error)."""
+    state = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = state["model"]["vocab"]
+    first, second = sorted(vocab, key=vocab.get)[300:302]
+    vocab[first], vocab[second] = vocab[second], vocab[first]
+    (folder / "tokenizer.json").write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
+
+
 DAMAGED_ONNX_EXPORTS = [
     pytest.param(removed("onnx/decoder_model_merged.onnx"), "onnx/decoder_model_merged.onnx is missing",
                  id="graph missing"),
@@ -172,7 +183,7 @@ DAMAGED_ONNX_EXPORTS = [
                  "onnx/decoder_model_merged_quantized.onnx did not load in onnxruntime", id="runtime refuses graph"),
     pytest.param(removed("hf_tiny_transformer.json"), "hf_tiny_transformer.json is missing", id="settings missing"),
     pytest.param(lambda folder: (folder / "hf_tiny_transformer.json").write_text("{not json"),
-                 "hf_tiny_transformer.json is not JSON", id="settings not JSON"),
+                 "hf_tiny_transformer.json is not a JSON object", id="settings not JSON"),
     pytest.param(lambda folder: (folder / "hf_tiny_transformer.json").write_text("[]"),
                  "hf_tiny_transformer.json is not a JSON object", id="settings not an object"),
     pytest.param(edited_settings(lambda settings: settings.pop("quantization")),
@@ -193,6 +204,8 @@ DAMAGED_ONNX_EXPORTS = [
     pytest.param(removed("tokenizer.json"), "tokenizer.json is missing", id="no tokenizer.json"),
     pytest.param(cut("tokenizer.json"), "tokenizer.json cannot be loaded", id="tokenizer.json cut"),
     pytest.param(removed("tokenizer_config.json"), "tokenizer_config.json is missing", id="no tokenizer_config.json"),
+    pytest.param(another_models_tokenizer, "tokenizer.json is not the tokenizer the model was exported with",
+                 id="another model's tokenizer"),
     pytest.param(removed("generation_config.json"), "generation_config.json is missing", id="no generation config"),
 ]  # fmt: skip
 

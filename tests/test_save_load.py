@@ -5,6 +5,8 @@ import copy
 import importlib
 import json
 import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -236,3 +238,20 @@ def test_half_precision_loads_give_the_tokens_of_the_cast_model(model, tmp_path,
     for path, half in loaded.items():
         assert half.dtype == dtype, path
         assert torch.equal(generate(half.eval()), expected), path
+
+
+REGISTERED = (
+    "import sys, transformers, hf_tiny_transformer\n"
+    "from transformers.models.auto.configuration_auto import CONFIG_MAPPING\n"
+    "print('tiny_transformer' in CONFIG_MAPPING, 'torch' in sys.modules)\n"
+)
+
+
+def test_importing_the_package_after_transformers_registers_its_auto_classes(tmp_path):
+    """The README's route, `import hf_tiny_transformer` then AutoTokenizer / AutoModelForSeq2SeqLM on a folder without
+    trust_remote_code: registered at import (it asked the remote-code question at a terminal and waited 15 s)."""
+    result = subprocess.run([sys.executable, "-c", REGISTERED], capture_output=True, text=True, check=True)
+    assert result.stdout.split()[0] == "True"
+    alone = subprocess.run([sys.executable, "-c", "import sys, hf_tiny_transformer; print('transformers' in sys.modules)"],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    assert alone.stdout.strip() == "False"  # alone it imports nothing heavy (`tiny-transformer --help` answers at once)

@@ -280,6 +280,21 @@ def test_a_lock_left_by_a_killed_run_is_taken_over_with_a_warning(demo_files, tm
     assert (out / "hub" / "model.safetensors").is_file() and not (out / ".train.lock").exists()
 
 
+def test_a_lock_file_that_is_a_link_is_refused_and_what_it_names_is_untouched(demo_files, tmp_path):
+    """A folder from elsewhere with `.train.lock -> ~/notes.txt`: the run emptied notes.txt and wrote its process id
+    there; a dangling link created the file it names."""
+    out, notes = tmp_path / "run", tmp_path / "notes.txt"
+    out.mkdir()
+    notes.write_text("precious")
+    for target in (notes, tmp_path / "not-there.txt"):
+        (out / ".train.lock").unlink(missing_ok=True)
+        (out / ".train.lock").symlink_to(target)
+        result = run_script("train.py", *few_steps(demo_files, out))
+        assert_one_line_error(result, f"--output_dir {out}: .train.lock cannot be made", "remove it")
+    assert notes.read_text() == "precious" and not (tmp_path / "not-there.txt").exists()
+    assert sorted(path.name for path in out.iterdir()) == [".train.lock"]
+
+
 # train.py as torchrun runs it, except that process 1 records every file it writes, renames or removes under the
 # output folder (Python's audit events: files the libraries write natively are listed by the test instead).
 RECORD_WRITES_OF_PROCESS_1 = """
@@ -560,6 +575,23 @@ TRAIN_CASES = {
         "--output_dir {root}/run already holds a model or checkpoints; pass --resume_from_checkpoint true",
     ),
     "two data sources": (["--train_file", "{root}/data/no_ja.jsonl"], "pass one source of train data, not"),
+    "the model fine-tuned as its own output": (
+        ["--shape", None, "--model_name_or_path", "{root}/hub", "--output_dir", "{root}/hub"],
+        "--output_dir {root}/hub is also an input ({root}/hub) and would be overwritten",
+    ),
+    "the folder holding the model fine-tuned": (
+        [
+            "--shape",
+            None,
+            "--model_name_or_path",
+            "{root}/hub",
+            "--output_dir",
+            "{root}",
+            "--overwrite_output_dir",
+            "true",
+        ],
+        "--output_dir {root} holds the input {root}/hub, which the save would replace",
+    ),
     "resume and overwrite": (["--resume_from_checkpoint", "true", "--overwrite_output_dir", "true"], "not both"),
     "resume without a checkpoint": (["--resume_from_checkpoint", "true"], "no complete checkpoint in"),
     "resume from an incomplete checkpoint": (
@@ -630,6 +662,7 @@ def test_bad_arguments_are_one_line_before_any_work(workspace, case):
             'flags_empty.json is empty; pass a file with a JSON object of flags ({{"flag": value, ...}})',
         ),
         ("unknown_flag.json", "learnin_rate is not a flag of train.py"),
+        ("flags_list.json", "learning_rate [0.1, 0.2] is not a value of --learning_rate (one value expected)"),
     ],
 )
 def test_a_bad_flags_file_is_one_line_before_any_work(workspace, flags_file, message):

@@ -52,7 +52,13 @@ def load_model_folder(name: str, trust_remote_code: bool = False, **model_kwargs
         )
     finally:
         transformers_logging.set_verbosity(level)
-    misfit = {kind: sorted(map(str, info[f"{kind}_keys"]))[:3] for kind in ("missing", "unexpected", "mismatched")}
+
+    def described(key) -> str:  # a name, or (name, saved shape, expected shape) for one of the wrong shape
+        return key if isinstance(key, str) else f"{key[0]} {tuple(key[1])} saved, {tuple(key[2])} expected"
+
+    misfit = {
+        kind: sorted(map(described, info[f"{kind}_keys"]))[:3] for kind in ("missing", "unexpected", "mismatched")
+    }
     if listed := "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in misfit.items() if keys):
         raise UsageError(f"{name}: model.safetensors does not fit config.json ({listed}); save the model again")
     check_finite(name, model)
@@ -65,7 +71,7 @@ def load_model_folder(name: str, trust_remote_code: bool = False, **model_kwargs
         raise UsageError(f"{name}: generation_config.json's {first_line(error)}; fix it there") from None
     if tokenizer.pad_token_id is None:
         raise UsageError(
-            f"{name}: the tokenizer has no padding token (tokenizer_config.json); save the tokenizer again"
+            f"{name}: the tokenizer has no padding token (tokenizer_config.json is missing or names none); save the tokenizer again with save_pretrained"
         )
     return model, tokenizer
 
@@ -124,12 +130,6 @@ def check_sizes(name: str, config, trust_remote_code: bool):
                 f"{count} {stack} layers; fix config.json or save the model again"
             )
     held = sum(map(math.prod, saved.values()))
-    positions = getattr(config, "max_position_embeddings", 0) * getattr(config, "d_model", 0)
-    if isinstance(positions, int) and positions > 2 * held:
-        raise UsageError(
-            f"{name}: config.json's max_position_embeddings {config.max_position_embeddings} asks for a "
-            "positional table larger than the whole model; lower it"
-        )
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
@@ -147,8 +147,14 @@ def check_sizes(name: str, config, trust_remote_code: bool):
             f"{field} {value}" for field, value in config.to_dict().items() if type(value) is int and value in sizes
         ]
         raise UsageError(
-            f"{name}: config.json's {' or '.join(fields) or 'sizes'} do not fit model.safetensors; fix "
+            f"{name}: config.json's {' or '.join(fields) or 'sizes'} does not fit model.safetensors; fix "
             "config.json or save the model again"
+        )
+    positions = getattr(config, "max_position_embeddings", 0) * getattr(config, "d_model", 0)
+    if isinstance(positions, int) and positions > 2 * held:
+        raise UsageError(
+            f"{name}: config.json's max_position_embeddings {config.max_position_embeddings} asks for a "
+            "positional table larger than the whole model; lower it"
         )
 
 

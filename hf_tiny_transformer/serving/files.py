@@ -4,6 +4,7 @@ this loads no engine. Every check raises a ValueError naming the file and the fi
 """
 
 import contextlib
+import hashlib
 import importlib
 import json
 from collections.abc import Iterator
@@ -95,6 +96,13 @@ def check_positive(folder: Path, settings: dict, key: str, kind: str):
         )
 
 
+def vocabulary_digest(tokenizer) -> str:
+    """A fingerprint of the tokenizer's tokens in id order: an export records it, so that another model's tokenizer
+    put beside its graphs (which would translate into other words without an error) is found."""
+    tokens = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
+    return hashlib.sha256(json.dumps(tokens, ensure_ascii=False).encode()).hexdigest()
+
+
 class TranslatorFiles(NamedTuple):
     """What a translator reads from an export besides the engine's own files."""
 
@@ -112,6 +120,10 @@ def load_translator_files(folder: Path, kind: str, settings: dict) -> Translator
         tokenizer = AutoTokenizer.from_pretrained(folder)
     with errors_naming(folder / "generation_config.json", "cannot be loaded", kind):
         generation_config = GenerationConfig.from_pretrained(folder)
+    if settings.get("vocabulary", vocabulary_digest(tokenizer)) != vocabulary_digest(tokenizer):
+        raise ValueError(
+            f"{folder / 'tokenizer.json'} is not the tokenizer the model was exported with; {export_again(kind)}"
+        )
     return TranslatorFiles(settings, tokenizer, generation_config)
 
 

@@ -50,6 +50,7 @@ from .files import (
     import_installed,
     load_translator_files,
     read_settings,
+    vocabulary_digest,
 )
 from .translator import TransformersTranslator
 
@@ -260,7 +261,12 @@ def export_onnx(model, tokenizer, output_dir: str | os.PathLike, quantization: s
         tokenizer.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
         (staging / "config.json").write_text(json.dumps(transformers_js_config(config), indent=2) + "\n")
-        settings = {"format": "onnx", "config": config.to_dict(), "quantization": quantization or "float32"}
+        settings = {
+            "format": "onnx",
+            "config": config.to_dict(),
+            "quantization": quantization or "float32",
+            "vocabulary": vocabulary_digest(tokenizer),
+        }
         (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
     return Path(output_dir)
 
