@@ -16,6 +16,11 @@ class UsageError(ValueError):
     """A problem with the arguments or the files a command was given, found before its long work starts."""
 
 
+class WorkFailed(RuntimeError):
+    """A command's work failed midway for a reason that is not the user's input (the model raised while it
+    translated): one line too, and exit status 1."""
+
+
 class OneLineErrors:
     """Mixed into an argparse parser: a parse error becomes a UsageError (one line) instead of usage + message."""
 
@@ -62,4 +67,13 @@ def about(flag: str) -> Iterator[None]:
         raise UsageError(f"{flag} {error}") from None
 
 
-__all__ = ["UsageError", "OneLineErrors", "ArgumentParser", "first_line", "is_rust_panic", "at_least", "about"]
+__all__ = [
+    "UsageError",
+    "WorkFailed",
+    "OneLineErrors",
+    "ArgumentParser",
+    "first_line",
+    "is_rust_panic",
+    "at_least",
+    "about",
+]

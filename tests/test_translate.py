@@ -231,3 +231,100 @@ def test_bad_arguments_are_one_line_before_any_work(workspace, case):
     changes, message = TRANSLATE_CASES[case]
     arguments = apply_changes(["--model", "{root}/hub", "I like tea."], changes, workspace)
     assert_refused_before_any_work(workspace, "translate", arguments, message)
+
+
+# A failure inside generation, and a generation config without its token ids
+
+
+def generate_fails():
+    """In the child that runs the command: the model's generate() raises, as an out-of-memory error would."""
+    from hf_tiny_transformer import TinyTransformerForConditionalGeneration
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("out of memory (injected)")
+
+    TinyTransformerForConditionalGeneration.generate = fail
+
+
+@pytest.mark.parametrize("stream", [["--stream"], []], ids=["streamed", "whole"])
+def test_an_error_inside_generation_is_one_line_and_never_a_hang(trained_demo_model, stream):
+    """Streamed, generate() runs on a thread of its own: its error used to end that thread only, and the command
+    waited on the stream for ever."""
+    result = run_command(
+        "translate",
+        "--model",
+        str(trained_demo_model),
+        *stream,
+        "I like tea.",
+        setup=("test_translate", "generate_fails", ()),
+        timeout=60,
+    )
+    assert_one_line_error(result, "translating failed (RuntimeError: out of memory (injected))", code=1)
+
+
+def test_the_error_of_the_generating_thread_is_raised_where_the_stream_is_read(trained_demo_model, monkeypatch):
+    translator = load_translator(str(trained_demo_model))
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(translator.model, "generate", fail)
+    with pytest.raises(RuntimeError, match="injected"):
+        list(translator.stream("I like tea."))
+
+
+SCORED = ["--source_file", "{data}/test.en", "--reference_file", "{data}/test.ja"]
+
+
+@pytest.fixture(scope="module")
+def no_token_ids(trained_demo_model, tmp_path_factory):
+    """The trained demo model with generation_config.json replaced by `{}` (an older tool, a hand edit)."""
+    import shutil
+
+    folder = Path(shutil.copytree(trained_demo_model, tmp_path_factory.mktemp("ge") / "model"))
+    (folder / "generation_config.json").write_text("{}")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "tool, arguments",
+    [
+        ("translate", ["I like tea."]),
+        ("translate", ["--stream", "I like tea."]),
+        ("evaluate_model.py", [*SCORED, "--num_beams", "1"]),
+        ("tune_decoding.py", [*SCORED, "--num_beams", "1", "--length_penalty", "1.0", "--dry_run"]),
+    ],
+    ids=["translate", "translate --stream", "evaluate_model.py", "tune_decoding.py"],
+)  # fmt: skip
+def test_a_generation_config_without_token_ids_takes_them_from_config_json(no_token_ids, demo_files, tool, arguments):
+    """`{}` as generation_config.json: the model's config.json names the token ids, as transformers saves them."""
+    from running import run_tool
+
+    result = run_tool(tool, "--model", str(no_token_ids), *[a.format(data=demo_files) for a in arguments], timeout=300)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+def test_without_token_ids_anywhere_every_door_is_one_line(no_token_ids, tmp_path):
+    """config.json without them too: one line naming generation_config.json, before any work; an export of such a
+    model, or an export whose generation config lost them, is refused."""
+    import json
+    import shutil
+
+    folder = Path(shutil.copytree(no_token_ids, tmp_path / "model"))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "decoder_start_token_id": None, "bos_token_id": None}))
+    message = f"--model {folder}: generation_config.json (and config.json) name no decoder_start_token_id"
+    for command in (["translate", "--stream", "I like tea."], ["export-onnx", "--output_dir", str(tmp_path / "onnx")]):
+        assert_one_line_error(run_command(command[0], "--model", str(folder), *command[1:]), message)
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_an_export_whose_generation_config_lost_its_token_ids_is_one_line(demo_onnx, tmp_path):
+    import shutil
+
+    folder = Path(shutil.copytree(demo_onnx, tmp_path / "onnx"))
+    (folder / "generation_config.json").write_text("{}")
+    result = run_command("translate", "--engine", "onnx", "--model", str(folder), "I like tea.")
+    assert_one_line_error(
+        result, f"{folder}/generation_config.json names no decoder_start_token_id", "export the model again"
+    )

@@ -17,7 +17,7 @@ import io
 import itertools
 import sys
 
-from ..errors import ArgumentParser, UsageError
+from ..errors import ArgumentParser, UsageError, WorkFailed, first_line
 from ..guards.text_files import BYTES_LOOKED_AT, UTF8, Encoding, encoding_of
 from .flags import decoding_arguments, decoding_limits, decoding_settings, engine_arguments, load_translator_from
 
@@ -113,4 +113,8 @@ def main(argv=None) -> int:
                     print("\n".join(translator.translate(batch, **args.settings)), flush=True)
     except UnicodeDecodeError:
         raise UsageError(f"standard input is not {encoding.name} text; convert it, e.g. with iconv -t utf-8") from None
+    except Exception as error:  # raised by the model while it translated (streamed too: the thread's own error)
+        if isinstance(error, UsageError | OSError):  # the runner's: a closed pipe, a full disk
+            raise
+        raise WorkFailed(f"translating failed ({type(error).__name__}: {first_line(error)})") from error
     return 0

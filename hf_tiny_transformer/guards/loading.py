@@ -1,26 +1,21 @@
-"""Reading a saved model folder, one way for every command: the model and its tokenizer, or one line that names the
-folder, the file and the fix.
+"""Reading a saved model folder, one way for every command: the model and its tokenizer, or one line naming the
+folder, the file and the fix. Any error of the libraries while loading becomes that line; checked besides, where the
+library would go on silently or at great cost: weights that miss or add tensors (it would initialize them at random
+and only warn), NaN or infinity, a config far larger than its weights (built at that size before failing), a Hub id
+while nothing answers (half a minute of retries), decoding settings and token ids generate() cannot use.
 
     model, tokenizer = load_model_folder("runs/en-ja/hub")
-
-Any error of the libraries while loading becomes that line. Checked besides, where the library would go on silently
-or at great cost: weights that miss or add tensors (it would initialize them at random and only warn), NaN or
-infinity (blank translations), a config far larger than its weights (it would build the model at that size before
-finding out: a raised d_model, a million layers or positions), a tokenizer whose regex panics on ordinary text, a Hub
-id while nothing answers (half a minute of retries), decoding settings that cannot be used. Only safetensors load.
 """
 
-import contextlib
+import json
 import math
-import os
 import re
-import sys
 from pathlib import Path
 
 from ..errors import UsageError, first_line, is_rust_panic
 
 EXPORT_SETTINGS = "hf_tiny_transformer.json"  # what an export (CTranslate2, ONNX) holds beside the engine's files
-ORDINARY_TEXT = "An ordinary sentence of a common length, with commas, as a translation would give it to the tokenizer."
+TOKEN_IDS = ("decoder_start_token_id", "bos_token_id", "eos_token_id", "pad_token_id")
 LAYER = re.compile(r"\b(encoder|decoder)\.layers\.(\d+)\.")
 
 
@@ -30,67 +25,61 @@ def load_model_folder(name: str, trust_remote_code: bool = False, **model_kwargs
     from transformers.utils import logging as transformers_logging
 
     from ..auto_classes import register_auto_classes
+    from ..text_tiny_transformer import generation_settings
 
     register_auto_classes()  # this package's folders load with its own classes, without their code
     check_model_source(name)
     level = transformers_logging.get_verbosity()
-    transformers_logging.set_verbosity_error()  # its load report: the problems are reported here
+    transformers_logging.set_verbosity_error()  # its load report: the problems are said here
     try:
         config = load_part(AutoConfig, name, "config.json", trust_remote_code)
         check_sizes(name, config, trust_remote_code)
         tokenizer = load_part(AutoTokenizer, name, "tokenizer.json", trust_remote_code)
-        check_tokenizer_runs(name, tokenizer)
         settings = {"output_loading_info": True, "ignore_mismatched_sizes": True, "use_safetensors": True}
-        model, info = load_part(
-            AutoModelForSeq2SeqLM,
-            name,
-            "model.safetensors",
-            trust_remote_code,
-            config=config,
-            **settings,
-            **model_kwargs,
-        )
+        model, info = load_part(AutoModelForSeq2SeqLM, name, "model.safetensors", trust_remote_code, config=config,
+                                **settings, **model_kwargs)  # fmt: skip
     finally:
         transformers_logging.set_verbosity(level)
-
-    def described(key) -> str:  # a name, or (name, saved shape, expected shape) for one of the wrong shape
-        return key if isinstance(key, str) else f"{key[0]} {tuple(key[1])} saved, {tuple(key[2])} expected"
-
-    misfit = {
-        kind: sorted(map(described, info[f"{kind}_keys"]))[:3] for kind in ("missing", "unexpected", "mismatched")
-    }
+    misfit = {kind: sorted(map(_named, info[f"{kind}_keys"]))[:3] for kind in ("missing", "unexpected", "mismatched")}
     if listed := "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in misfit.items() if keys):
         raise UsageError(f"{name}: model.safetensors does not fit config.json ({listed}); save the model again")
     check_finite(name, model)
-    from ..text_tiny_transformer import generation_settings
-
-    fields = ("num_beams", "length_penalty", "max_new_tokens")
+    generation = model.generation_config
+    for key in TOKEN_IDS:  # a generation_config.json without them ({}, an older tool): config.json's, as saved
+        if getattr(generation, key, None) is None and getattr(config, key, None) is not None:
+            setattr(generation, key, getattr(config, key))
+    if generation.decoder_start_token_id is None and generation.bos_token_id is None:
+        raise UsageError(
+            f"{name}: generation_config.json (and config.json) name no decoder_start_token_id; add it there"
+        )
     try:
-        generation_settings(**{field: getattr(model.generation_config, field, None) for field in fields})
+        generation_settings(
+            **{key: getattr(generation, key, None) for key in ("num_beams", "length_penalty", "max_new_tokens")}
+        )
     except ValueError as error:
         raise UsageError(f"{name}: generation_config.json's {first_line(error)}; fix it there") from None
     if tokenizer.pad_token_id is None:
-        raise UsageError(
-            f"{name}: the tokenizer has no padding token (tokenizer_config.json is missing or names none); save the tokenizer again with save_pretrained"
-        )
+        raise UsageError(f"{name}: the tokenizer has no padding token (tokenizer_config.json is missing or names "
+                         "none); save the tokenizer again with save_pretrained")  # fmt: skip
     return model, tokenizer
 
 
 def check_model_source(name: str):
-    """A local path that does not exist, a file, a folder without config.json or an export is one line at once (not
-    a Hub lookup with retries); so is a Hub id not downloaded before while nothing answers from the Hub."""
+    """A path that does not exist, a file, a folder without config.json or an export: one line at once (not a Hub
+    lookup with retries); so is a Hub id not downloaded before while nothing answers from the Hub."""
     folder = Path(name)
-    if folder.is_dir():
-        if (folder / EXPORT_SETTINGS).is_file() and not (folder / "model.safetensors").is_file():
-            raise UsageError(
-                f"{name} is an export, not a model folder; translate with it with its engine (--engine ctranslate2 or "
-                "onnx), or pass the folder it was exported from"
-            )
-        if not (folder / "config.json").is_file():
-            raise UsageError(f"{name} has no config.json; pass a folder saved with save_pretrained")
-        return
-    if folder.exists():
+    if folder.is_dir() and (folder / EXPORT_SETTINGS).is_file() and not (folder / "model.safetensors").is_file():
+        settings = json.loads(_read(name, EXPORT_SETTINGS)) if _is_json(_read(name, EXPORT_SETTINGS)) else None
+        kind = settings.get("format", "ctranslate2 or onnx") if isinstance(settings, dict) else "ctranslate2 or onnx"
+        engine = {"onnx": "an ONNX", "ctranslate2": "a CTranslate2"}.get(kind, "an")
+        raise UsageError(f"{name} is {engine} export, not a model folder; translate with it with its engine (--engine "
+                         f"{kind}), or pass the folder it was exported from")  # fmt: skip
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        raise UsageError(f"{name} has no config.json; pass a folder saved with save_pretrained")
+    if folder.is_file():
         raise UsageError(f"{name} is a file; pass the model folder that holds it")
+    if folder.exists():
+        return
     if (folder.parent != Path(".") and folder.parent.is_dir()) or not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name):
         raise UsageError(f"{name} does not exist; pass a folder saved with save_pretrained, or a Hub id")
     from huggingface_hub import get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
@@ -103,140 +92,97 @@ def check_model_source(name: str):
     except HfHubHTTPError:
         return  # the Hub answers (no such repository, a gated one): the library's own error says it
     except Exception as error:  # offline mode, no network, a timeout
-        raise UsageError(
-            f"{name} could not be downloaded ({first_line(error)}); go online, or download it once with "
-            f"`hf download {name}`, or pass a local folder"
-        ) from None
+        raise UsageError(f"{name} could not be downloaded ({first_line(error)}); go online, or download it once with "
+                         f"`hf download {name}`, or pass a local folder") from None  # fmt: skip
 
 
 def check_sizes(name: str, config, trust_remote_code: bool):
     """The layers, parameters and positional table config.json asks for, against what model.safetensors holds (its
-    header): more layers than saved, or more than twice the saved numbers, is refused before the model is built."""
+    header): other layer counts, or more than twice the saved numbers, refused before the model is built."""
+    import torch
     from safetensors import SafetensorError, safe_open
+    from transformers import AutoModelForSeq2SeqLM
 
     try:
         with safe_open(Path(name) / "model.safetensors", framework="pt") as weights:
             saved = {key: tuple(weights.get_slice(key).get_shape()) for key in weights.keys()}
-    except (OSError, SafetensorError):  # missing or damaged, a Hub id: the library's load says it
-        return
-    for stack in ("encoder", "decoder"):
-        count = 1 + max(
-            (int(match[2]) for key in saved if (match := LAYER.search(key)) and match[1] == stack), default=-1
-        )
-        value = getattr(config, f"{stack}_layers", None)
-        if count and isinstance(value, int) and value != count:
-            raise UsageError(
-                f"{name}: config.json's {stack}_layers {value} does not fit model.safetensors, which holds "
-                f"{count} {stack} layers; fix config.json or save the model again"
-            )
-    held = sum(map(math.prod, saved.values()))
-    import torch
-    from transformers import AutoModelForSeq2SeqLM
-
-    try:
+        for stack in ("encoder", "decoder"):
+            layers = [int(match[2]) for key in saved if (match := LAYER.search(key)) and match[1] == stack]
+            value = getattr(config, f"{stack}_layers", None)
+            if layers and isinstance(value, int) and value != max(layers) + 1:
+                raise UsageError(f"{name}: config.json's {stack}_layers {value} does not fit model.safetensors, which "
+                                 f"holds {max(layers) + 1}; fix config.json or save the model again")  # fmt: skip
         with torch.device("meta"):  # takes no memory
             model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
-    except Exception:
-        return  # the library's load says why
+    except (OSError, SafetensorError, ValueError, TypeError):  # the library's load says what is wrong
+        return
+    held = sum(map(math.prod, saved.values()))
     expected = {key: tuple(parameter.shape) for key, parameter in model.named_parameters()}
     if sum(map(math.prod, expected.values())) > 2 * held:
         sizes = {
             size for key, shape in expected.items() for size, was in zip(shape, saved.get(key, shape)) if size != was
         }
-        fields = [
-            f"{field} {value}" for field, value in config.to_dict().items() if type(value) is int and value in sizes
-        ]
-        raise UsageError(
-            f"{name}: config.json's {' or '.join(fields) or 'sizes'} does not fit model.safetensors; fix "
-            "config.json or save the model again"
-        )
-    positions = getattr(config, "max_position_embeddings", 0) * getattr(config, "d_model", 0)
-    if isinstance(positions, int) and positions > 2 * held:
-        raise UsageError(
-            f"{name}: config.json's max_position_embeddings {config.max_position_embeddings} asks for a "
-            "positional table larger than the whole model; lower it"
-        )
-
-
-def check_tokenizer_runs(name: str, tokenizer):
-    """The tokenizer tried on ordinary text, its Rust panic message silenced: a regex that fails there is one line
-    now, not a panic on the first sentence translated."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-    try:
-        tokenizer(ORDINARY_TEXT)
-    except BaseException as error:
-        if not (isinstance(error, Exception) or is_rust_panic(error)):
-            raise
-        raise UsageError(
-            f"{name}: tokenizer.json fails on ordinary text ({first_line(error)}); fix its normalizer "
-            "and pre-tokenizer, or save the tokenizer again"
-        ) from None
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        fields = [f"{key} {value}" for key, value in config.to_dict().items() if type(value) is int and value in sizes]
+        raise UsageError(f"{name}: config.json's {' or '.join(fields) or 'sizes'} does not fit model.safetensors; fix "
+                         "config.json or save the model again")  # fmt: skip
+    if config.max_position_embeddings * config.d_model > 2 * held:
+        raise UsageError(f"{name}: config.json's max_position_embeddings {config.max_position_embeddings} asks for a "
+                         "positional table larger than the whole model; lower it")  # fmt: skip
 
 
 def check_finite(name: str, model):
     """NaN or infinity in the config's numbers or in a weight: the model would translate into blanks or noise."""
     import torch
 
-    if bad := sorted(
-        key for key, value in model.config.to_dict().items() if isinstance(value, float) and not math.isfinite(value)
-    ):
+    config = model.config.to_dict()
+    if bad := sorted(key for key, value in config.items() if isinstance(value, float) and not math.isfinite(value)):
         raise UsageError(
             f"{name}: config.json's {', '.join(bad)} is not a finite number; fix it or save the model again"
         )
     for weight, tensor in model.state_dict().items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise UsageError(
-                f"{name}: model.safetensors holds NaN or infinity in {weight}; save a trained model again "
-                "(training may have diverged)"
-            )
+            raise UsageError(f"{name}: model.safetensors holds NaN or infinity in {weight}; save a trained model "
+                             "again (training may have diverged)")  # fmt: skip
 
 
 def load_part(auto_class, name: str, file: str, trust_remote_code: bool, **kwargs):
-    """`auto_class.from_pretrained(name, ...)`, any error (a Rust panic too) one line naming the file it reads: for
-    the tokenizer, the first of its files that is not JSON."""
+    """`auto_class.from_pretrained(name, ...)`, any error (a Rust panic too) one line naming the file it reads (for
+    the tokenizer, the first of its files that is not JSON)."""
     try:
         return auto_class.from_pretrained(name, trust_remote_code=trust_remote_code, **kwargs)
     except BaseException as error:  # the libraries raise many kinds; each is one line for the user
         if not (isinstance(error, Exception) or is_rust_panic(error)):
             raise
+        parts = {part: _read(name, part) for part in ("tokenizer_config.json", "special_tokens_map.json")}
         if "trust_remote_code" in str(error):
-            code = (
-                "tokenizer_config.json"
-                if file == "tokenizer.json" and _mentions(name, "tokenizer_config.json", "auto_map")
-                else "config.json"
-            )
-            raise UsageError(
-                f"{name} holds Python code of its own ({code}'s auto_map); read it, then pass "
-                "--trust_remote_code to run it (trust_remote_code=True in Python)"
-            ) from None
+            own = file == "tokenizer.json" and "auto_map" in parts["tokenizer_config.json"]
+            code = "tokenizer_config.json" if own else "config.json"
+            raise UsageError(f"{name} holds Python code of its own ({code}'s auto_map); read it, then pass "
+                             "--trust_remote_code to run it (trust_remote_code=True in Python)") from None  # fmt: skip
         if file == "tokenizer.json":
-            file = next(
-                (part for part in ("tokenizer_config.json", "special_tokens_map.json") if _not_json(name, part)), file
-            )
+            file = next((part for part, text in parts.items() if text and not _is_json(text)), file)
         fix = "save the model again or copy the folder anew" if Path(name).exists() else "check the Hub id"
         raise UsageError(f"{name}: {file} cannot be loaded ({first_line(error)}); {fix}") from None
 
 
-def _not_json(name: str, file: str) -> bool:
-    import json
-
-    with contextlib.suppress(OSError):
-        try:
-            json.loads((Path(name) / file).read_text(encoding="utf-8"))
-        except ValueError:
-            return True
-    return False
+def _named(key) -> str:
+    """A weight's name, or (name, saved shape, expected shape) for one of the wrong shape, for people."""
+    return key if isinstance(key, str) else f"{key[0]} {tuple(key[1])} saved, {tuple(key[2])} expected"
 
 
-def _mentions(name: str, file: str, text: str) -> bool:
-    with contextlib.suppress(OSError):
-        return text in (Path(name) / file).read_text(encoding="utf-8")
-    return False
+def _read(name: str, file: str) -> str:
+    try:
+        return (Path(name) / file).read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return ""
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 __all__ = ["load_model_folder", "check_model_source", "EXPORT_SETTINGS"]

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import UsageError, first_line, is_rust_panic
+from ..errors import UsageError, WorkFailed, first_line, is_rust_panic
 from .outputs import recorded_outputs
 from .writing import interrupted, stop_if_interrupted
 
@@ -38,6 +38,8 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
                 return status
         except UsageError as error:
             return _failed(prog, first_line(error), 2)
+        except WorkFailed as error:
+            return _failed(prog, first_line(error), 1)
         except KeyboardInterrupt as error:  # its message, where it has one, says what is in place
             return _failed(prog, f"interrupted ({error})" if str(error) else "interrupted", 130)
         except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to write

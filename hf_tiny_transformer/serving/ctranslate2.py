@@ -33,14 +33,11 @@ from .files import (
     SETTINGS_FILE,
     VOCABULARY,
     TranslatorFiles,
-    check_files,
-    check_kind,
-    check_positive,
     errors_naming,
     export_again,
     import_installed,
-    load_translator_files,
-    read_settings,
+    open_export,
+    starts,
 )
 from .translator import Translator, generation_limit, hypothesis_bytes, within_own_limits
 
@@ -185,6 +182,8 @@ def export_ctranslate2(model, tokenizer, output_dir: str | os.PathLike, quantiza
         ValueError: the model is not this package's, or its activation is not one CTranslate2 has.
     """
     check_exportable(model)
+    if not starts(model.generation_config):
+        raise ValueError("the model's generation config names no decoder_start_token_id; set it (config.json has it)")
     spec = model_spec(model, vocabulary_of(tokenizer, model.config.vocab_size))
     with staged_folder(output_dir) as staging:
         convert(spec, staging, quantization)
@@ -208,13 +207,14 @@ def check_ctranslate2_export(folder: str | os.PathLike) -> TranslatorFiles:
     this kind, its settings file and the numbers in it, the engine's files there, its vocabulary the tokenizer's
     tokens, the tokenizer and generation config loaded. Raises a ValueError naming the file and the fix."""
     folder = Path(folder)
-    check_kind(folder, "ctranslate2")
-    settings = read_settings(folder, "ctranslate2", ("max_position_embeddings",))
-    for key in ("max_position_embeddings", "hypothesis_bytes"):
-        if key in settings:  # exports before 0.2 did not record the hypothesis size
-            check_positive(folder, settings, key, "ctranslate2")
-    check_files(folder, (CTRANSLATE2_MODEL, "config.json", VOCABULARY), "ctranslate2")
-    files = load_translator_files(folder, "ctranslate2", settings)
+    files = open_export(
+        folder, "ctranslate2", ("max_position_embeddings",), (CTRANSLATE2_MODEL, "config.json", VOCABULARY)
+    )
+    for key in ("max_position_embeddings", "hypothesis_bytes"):  # exports before 0.2 did not record the latter
+        value = files.settings.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{folder / SETTINGS_FILE}'s {key} must be a positive whole number, not {value!r}; "
+                             f"{export_again('ctranslate2')}")  # fmt: skip
     check_vocabulary(folder, tokens_by_id(files.tokenizer))
     return files
 

@@ -44,12 +44,12 @@ from .files import (
     SETTINGS_FILE,
     TranslatorFiles,
     check_files,
-    check_kind,
     errors_naming,
     export_again,
     import_installed,
-    load_translator_files,
+    open_export,
     read_settings,
+    starts,
     vocabulary_digest,
 )
 from .translator import TransformersTranslator
@@ -249,6 +249,8 @@ def export_onnx(model, tokenizer, output_dir: str | os.PathLike, quantization: s
     onnx_packages()
     if getattr(model.config, "model_type", None) != TinyTransformerConfig.model_type:
         raise ValueError(f"export_onnx exports hf-tiny-transformer models, not {type(model).__name__}")
+    if not starts(model.generation_config):
+        raise ValueError("the model's generation config names no decoder_start_token_id; set it (config.json has it)")
     if quantization not in (None, "float32", "int8"):
         raise ValueError(f"quantization must be float32 or int8, not {quantization!r}")
     config = model.config
@@ -339,14 +341,13 @@ def check_onnx_export(folder: str | os.PathLike) -> TranslatorFiles:
     settings file (a valid config, a quantization), every graph it must hold readable and of the settings' shape,
     the tokenizer and generation config loaded. Raises a ValueError naming the file and the fix."""
     folder = Path(folder)
-    check_kind(folder, "onnx")
-    settings = read_settings(folder, "onnx", ("config", "quantization"))
-    config = settings_config(folder, settings)
-    graphs = graph_files(folder, settings["quantization"])
+    files = open_export(folder, "onnx", ("config", "quantization"), ())
+    config = settings_config(folder, files.settings)
+    graphs = graph_files(folder, files.settings["quantization"])
     check_files(folder, graphs, "onnx")
     for graph in graphs:
         check_graph(folder / graph, config)
-    return load_translator_files(folder, "onnx", settings)
+    return files
 
 
 def check_page_config(folder: str | os.PathLike):

@@ -285,20 +285,29 @@ class TransformersTranslator(Translator):
             inputs = self.tokenizer([segment.text], truncation=True, max_length=self.max_positions, return_tensors="pt")
             limit = generation_limit(inputs["input_ids"].shape[1], self.max_positions, settings.get("max_new_tokens"))
             streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
-            arguments = {**inputs.to(self.model.device), "max_length": limit + 1, "num_beams": 1, "streamer": streamer}
-            worker = threading.Thread(target=self.generate, kwargs=arguments)
+            failed: list[BaseException] = []
+            arguments = {**inputs.to(self.model.device), "max_length": limit + 1, "num_beams": 1}
+            worker = threading.Thread(target=self.generate, args=(streamer, failed), kwargs=arguments)
             worker.start()
             partial = ""
             for new in streamer:
                 partial += new
                 yield put_together([*done, partial], plan[: len(done) + 1], target_lang, casing)
             worker.join()
+            if failed:  # the generating thread's error, raised here, where the caller waits
+                raise failed[0]
             done.append(partial.strip())
         yield put_together(done, plan, target_lang, casing) if plan else ""
 
-    def generate(self, **arguments):
-        with torch.inference_mode():
-            self.model.generate(**arguments)
+    def generate(self, streamer, failed: list, **arguments):
+        """generate() into `streamer`, on a thread of its own; an error ends the stream (else the reader would wait
+        for ever) and is kept in `failed` for the reader to raise."""
+        try:
+            with torch.inference_mode():
+                self.model.generate(**arguments, streamer=streamer)
+        except BaseException as error:
+            failed.append(error)
+            streamer.end()
 
 
 __all__ = [
