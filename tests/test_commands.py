@@ -88,8 +88,9 @@ def test_the_inputs_are_every_argument_that_names_an_existing_path(run_dir, monk
     """compare_models.py --source_file t.en --output_file t.en replaced the sources with its report: the outputs are
     checked against every input the arguments name, lists of pairs included."""
     monkeypatch.chdir(run_dir.parent)
-    args = argparse.Namespace(source_file="source.txt", pair=[["run/model", "run/checkpoint-1"]], output_file="source.txt",
-                              num_beams=4, lang="en", missing="nowhere.txt")  # fmt: skip
+    pairs = [["run/model", "run/checkpoint-1"]]
+    args = argparse.Namespace(source_file="source.txt", pair=pairs, output_file="source.txt", num_beams=4, lang="en",
+                              missing="nowhere.txt")  # fmt: skip
     assert inputs_of(args, but=["output_file"]) == [Path("source.txt"), Path("run/model"), Path("run/checkpoint-1")]
     assert "is also an input (source.txt)" in refusal(
         "source.txt", kind="file", inputs=inputs_of(args, but=["output_file"])

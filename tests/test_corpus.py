@@ -110,7 +110,7 @@ def test_get_corpus_fetches_the_pinned_commit_into_a_folder_the_recipes_read(tmp
     )
     assert again.returncode == 0 and "holds the corpus already; pass --overwrite" in again.stdout  # `make data` twice
     assert folder_digest(output) == before
-    (output / "dev.ja").unlink()  # no longer the whole corpus: fetched again only with --overwrite, and never over notes
+    (output / "dev.ja").unlink()  # no longer the whole corpus: fetched again only with --overwrite, never over notes
     flags = ["--output_dir", str(output), "--repository", str(tmp_path / "remote"), "--commit", commit]
     assert_one_line_error(run_script("get_corpus.py", *flags), "already holds an earlier output; pass --overwrite")
     (output / "notes.txt").write_text("mine")

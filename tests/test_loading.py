@@ -1,6 +1,6 @@
-"""One way to read a model folder for every command (hf_tiny_transformer.guards.loading): any problem with config, weights,
-generation config or tokenizer is one line that names the folder, the file and the fix; weights missing or adding a
-tensor are an error, not a model half made of random numbers."""
+"""One way to read a model folder for every command (hf_tiny_transformer.guards.loading): any problem with config,
+weights, generation config or tokenizer is one line that names the folder, the file and the fix; weights missing or
+adding a tensor are an error, not a model half made of random numbers."""
 
 import json
 import math
