@@ -278,7 +278,7 @@ average_checkpoints.py --checkpoints {root}/hub {root}/pickled --output_dir {roo
 average_checkpoints.py --checkpoints {root}/hub {root}/pickled --output_dir {root}/pickled/checkpoint-9
     lies inside the input folder {root}/pickled
 average_checkpoints.py --checkpoints {root}/hub {root}/pickled --output_dir {root}/foreign
-    --output_dir {root}/foreign already holds a model or checkpoints; pass --overwrite
+    --output_dir {root}/foreign holds what this command does not write (README.md, configuration_elsewhere.py
 average_checkpoints.py --checkpoints {root}/data {root}/hub --output_dir {root}/outputs/averaged
     --checkpoints: {root}/data holds no model.safetensors
 average_checkpoints.py --checkpoints {root}/hub {root}/hub/ --output_dir {root}/outputs/averaged

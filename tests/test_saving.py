@@ -571,9 +571,11 @@ def test_an_average_over_an_earlier_average_is_the_average_written_into_an_empty
         averaged / "README.md"
     )
     first_translation = translation(averaged)
-    succeeded(
-        run_script("average_checkpoints.py", "--checkpoints", *second, "--output_dir", str(averaged), "--overwrite")
-    )
+    again = ["--checkpoints", *second, "--output_dir", str(averaged), "--overwrite"]
+    refused = run_script("average_checkpoints.py", *again)  # the card is the person's: never deleted by a save
+    assert refused.returncode == 2 and "does not write (README.md)" in refused.stderr, refused.stderr
+    (averaged / "README.md").unlink()
+    succeeded(run_script("average_checkpoints.py", *again))
     succeeded(run_script("average_checkpoints.py", "--checkpoints", *second, "--output_dir", str(fresh)))
     assert translation(averaged) == translation(fresh)
     assert folder_digest(averaged) == folder_digest(fresh)

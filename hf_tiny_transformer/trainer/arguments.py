@@ -247,8 +247,13 @@ def typed(parser: argparse.ArgumentParser, recipe: str, key: str, value):
     belongs is one line naming the recipe, not a failure deep in training."""
     action = parser._option_string_actions[f"--{key}"]
     several = action.nargs in ("+", "*")
-    if value is None or isinstance(value, dict) or action.type is None:
-        return value
+    if (
+        value is None
+        or isinstance(value, dict)
+        or action.type is None
+        or (action.type is str and isinstance(value, list))
+    ):
+        return value  # what the dataclass takes as it is (a list of --report_to integrations, a dict of settings)
     try:
         if isinstance(value, list) != several:
             raise ValueError(f"{'a list' if several else 'one value'} expected")
