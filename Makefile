@@ -66,7 +66,7 @@ train-en-ja train-ja-en: train-%: install
 		--source_lang $(firstword $(subst -, ,$*)) --target_lang $(lastword $(subst -, ,$*)) \
 		--show 10 --output_file runs/$*/test.hyp --update_model_card
 
-# The demo page (tiny-transformer app) on http://127.0.0.1:7860 for a saved model, e.g. make app MODEL=runs/demo/hub
-MODEL ?= runs/demo/hub
+# The demo page (tiny-transformer app) on http://127.0.0.1:7860: the shipped models, or a saved model (MODEL=runs/demo/hub)
+MODEL ?=
 app: install
-	$(VENV)/bin/tiny-transformer app --model $(MODEL)
+	$(VENV)/bin/tiny-transformer app $(if $(MODEL),--model $(MODEL))

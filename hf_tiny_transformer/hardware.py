@@ -16,8 +16,6 @@ import os
 import platform
 from dataclasses import dataclass
 
-import torch
-
 logger = logging.getLogger(__name__)
 
 CPUINFO = "/proc/cpuinfo"
@@ -68,8 +66,15 @@ def cpu_flags(cpuinfo: str | os.PathLike | None = None) -> frozenset[str]:
     return frozenset(cpuinfo_field("flags", cpuinfo).split())
 
 
-def best_device() -> str:
-    """The device to use: cuda where torch.cuda.is_available(), else mps where torch.backends.mps is, else cpu."""
+def best_device(engine: str = "transformers") -> str:
+    """The device to use: cuda where torch.cuda.is_available(), else mps where torch.backends.mps is, else cpu; for
+    the CTranslate2 engine, cuda where it sees a GPU, else cpu (asked of ctranslate2: that path imports no torch)."""
+    if engine == "ctranslate2":
+        import ctranslate2
+
+        return "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
+    import torch
+
     if torch.cuda.is_available():
         return "cuda"
     return "mps" if torch.backends.mps.is_available() else "cpu"
@@ -78,6 +83,10 @@ def best_device() -> str:
 def check_device(device: str) -> str:
     """`device`, or a UsageError for a name torch does not know, or a GPU this machine does not have."""
     from .errors import UsageError
+
+    if device == "cpu":  # the serving path imports no torch
+        return device
+    import torch
 
     try:
         kind = torch.device(device).type
@@ -92,9 +101,10 @@ def check_device(device: str) -> str:
 def free_memory(device: str) -> int:
     """Bytes free for new tensors on `device`: what CUDA reports free there, or the memory the kernel says is
     available to a new program (/proc/meminfo's MemAvailable; the free physical pages where there is none)."""
-    target = torch.device(device)
-    if target.type == "cuda":
-        return torch.cuda.mem_get_info(target)[0]
+    if device.split(":")[0] == "cuda":
+        import torch
+
+        return torch.cuda.mem_get_info(torch.device(device))[0]
     try:
         with open("/proc/meminfo", encoding="ascii") as lines:
             for line in lines:
@@ -116,6 +126,8 @@ def bf16_support(device: str, flags: frozenset[str] | None = None) -> tuple[bool
     CPU: yes with AMX (amx_bf16) or AVX-512 BF16 (avx512_bf16) in `flags` (None: this CPU's). CUDA: yes where
     torch.cuda.is_bf16_supported(including_emulation=False), which looks at the current CUDA device. Others: no.
     """
+    import torch
+
     kind = torch.device(device).type
     if kind == "cpu":
         found = first_flag(BF16_FLAGS, cpu_flags() if flags is None else flags)
@@ -169,18 +181,18 @@ def ctranslate2_compute_type(device: str, flags: frozenset[str] | None = None) -
     dot-product instructions, and without them int8 still measured faster on AVX2. "float32" elsewhere (int8 was
     not measured there). CUDA: the first of CUDA_COMPUTE_TYPES that ctranslate2.get_supported_compute_types reports.
     """
-    target = torch.device(device)
-    if target.type == "cpu":
+    kind, _, index = device.partition(":")
+    if kind == "cpu":
         found = first_flag(INT8_FLAGS, cpu_flags() if flags is None else flags)
         if found:
             return ComputeType("int8", f"int8: the CPU has {found[1]} ({found[0]})")
         return ComputeType("float32", f"float32: {NO_INT8}")
-    if target.type == "cuda":
+    if kind == "cuda":
         import ctranslate2  # optional dependency (the serve extra)
 
-        supported = ctranslate2.get_supported_compute_types("cuda", target.index or 0)
+        supported = ctranslate2.get_supported_compute_types("cuda", int(index or 0))
         compute_type = next((kind for kind in CUDA_COMPUTE_TYPES if kind in supported), "float32")
-        where = f"cuda:{target.index or 0}"
+        where = f"cuda:{index or 0}"
         return ComputeType(compute_type, f"{compute_type}: the fastest type ctranslate2 supports on {where}")
     raise ValueError(f"CTranslate2 runs on 'cpu' or 'cuda', not {device!r}")
 
@@ -192,6 +204,8 @@ def cpu_cores() -> int:
 
 def describe(cpuinfo: str | os.PathLike | None = None) -> str:
     """One line for logs and model cards: CPU model, logical CPUs, torch threads, notable flags, CUDA device."""
+    import torch
+
     model = cpuinfo_field("model name", cpuinfo) or platform.processor() or "unknown CPU"
     flags = cpu_flags(cpuinfo)
     notable = " ".join(flag for flag in NOTABLE_FLAGS if flag in flags) or "none of AVX2, VNNI, BF16, AMX"
@@ -220,4 +234,6 @@ def flush_denormals() -> bool:
     threads it starts later: call it before the first parallel torch operation, so that the intra-op threads
     inherit it. A trained model's forward and backward passes make denormals, and arithmetic on them is many times
     slower; values that small are below any that matter to training. False where the CPU cannot."""
+    import torch
+
     return torch.set_flush_denormal(True)

@@ -127,12 +127,21 @@ def save_for_hub(
     folder: str | Path,
     card: ModelCard,
     space_folder: str | Path | None = None,
+    weights_dtype=None,
 ) -> Path:
     """Save model, code files, tokenizer and model card into `folder`, ready to upload as it is; with
-    `space_folder`, also a Hub Space there: the app (`hf_tiny_transformer.app.page`) with this model."""
+    `space_folder`, also a Hub Space there: the app (`hf_tiny_transformer.app.page`) with this model. With
+    `weights_dtype` (torch.float16), the weights are stored in it, and config.json keeps the model's own dtype, which
+    loading gives."""
     folder = Path(folder)
     with staged_folder(folder, keep=GIT_CLONE) as staging:  # nothing in `folder` changes until every file is written
         save_model_and_tokenizer(model, tokenizer, staging)
+        if weights_dtype is not None:
+            from safetensors.torch import load_file, save_file
+
+            weights = load_file(staging / "model.safetensors")
+            save_file({name: tensor.to(weights_dtype) for name, tensor in weights.items()},
+                      staging / "model.safetensors", metadata={"format": "pt"})  # fmt: skip
         card.save(staging / "README.md")
     if space_folder is not None:
         save_space(model, tokenizer, space_folder, card)

@@ -76,12 +76,12 @@ SOURCES = sorted([*PACKAGE.rglob("*.py"), *(ROOT / "training").glob("*.py")])
 
 
 def test_the_top_level_is_the_design_cards():
-    """The card's six entries, and docs/, benchmarks/, notebooks/ (the walkthrough) and the Makefile (what git
-    holds; dot files aside)."""
+    """The card's six entries, and docs/, benchmarks/, notebooks/ (the walkthrough), models/ (the shipped models)
+    and the Makefile (what git holds; dot files aside)."""
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     entries = {line.split("/")[0] for line in tracked.splitlines() if not line.startswith(".")}
     card = {"pyproject.toml", "hf_tiny_transformer", "training", "tests", "model_card.md", "README.md"}
-    assert entries == card | {"docs", "benchmarks", "notebooks", "Makefile"}
+    assert entries == card | {"docs", "benchmarks", "notebooks", "models", "Makefile"}
 
 
 def test_the_training_scripts_are_read_not_imported():

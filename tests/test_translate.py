@@ -205,7 +205,10 @@ def test_a_compute_type_the_transformers_engine_cannot_use_is_refused(trained_de
 
 
 TRANSLATE_CASES = {
-    "no model": (["--model", None], "the following arguments are required: --model"),
+    "no model, and an engine none ships for": (
+        ["--model", None, "--engine", "onnx"],
+        "no shipped model for en-ja with the onnx engine here",
+    ),
     "model is a file": (
         ["--model", "{root}/a_file"],
         "--model {root}/a_file is a file; pass the model folder that holds it",

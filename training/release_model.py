@@ -41,17 +41,24 @@ def parse_args(argv=None):
     parser.add_argument("--model", required=True, help="a trained model folder, e.g. runs/en-ja/hub")
     parser.add_argument("--output_dir", required=True, help="the release's folder; the export goes beside it")
     parser.add_argument("--made_with", action="append", default=[], help="a command that made the model (repeat)")
+    parser.add_argument("--training_data", help="what the card's Training data section says instead of the run's")
     parser.add_argument("--overwrite", action="store_true", help="replace a release already there")
     args = parser.parse_args(argv)
     args.export_dir = f"{str(args.output_dir).rstrip('/')}-ctranslate2"
     inputs = inputs_of(args, but=["output_dir", "export_dir"])
-    for flag, folder, writes in (("--output_dir", args.output_dir, HUB_FOLDER), ("--output_dir's export", args.export_dir, EXPORT_WRITES)):
-        check_output(folder, flag=flag, kind="folder", inputs=inputs, writes=writes, replaces=True, overwrite=args.overwrite)
+    for flag, folder, writes in (
+        ("--output_dir", args.output_dir, HUB_FOLDER),
+        ("--output_dir's export", args.export_dir, EXPORT_WRITES),
+    ):
+        check_output(
+            folder, flag=flag, kind="folder", inputs=inputs, writes=writes, replaces=True, overwrite=args.overwrite
+        )
     return args
 
 
-def release_card(card: ModelCard, export: str, made_with: list[str]) -> ModelCard:
-    """The run's card with a section on the release: how the weights are stored, the export, the commands."""
+def release_card(card: ModelCard, export: str, made_with: list[str], training_data: str | None) -> ModelCard:
+    """The run's card with a section on the release (how the weights are stored, the export, the commands), and the
+    Training data section's text replaced by `training_data` where given."""
     commands = "".join(f"    {command}\n" for command in made_with)
     section = (
         "## This release\n\nThe weights are stored in float16 (half the bytes of float32; three more bits of each "
@@ -62,6 +69,9 @@ def release_card(card: ModelCard, export: str, made_with: list[str]) -> ModelCar
     )
     heading = "## Differences from the paper"
     text = card.text.replace(heading, f"{section}\n{heading}", 1) if heading in card.text else f"{card.text}\n{section}"
+    if training_data and "## Training data\n\n" in text:
+        before, rest = text.split("## Training data\n\n", 1)
+        text = f"{before}## Training data\n\n{training_data}\n\n## {rest.split('## ', 1)[1]}"
     return ModelCard(card.content.replace(card.text, text))
 
 
@@ -72,7 +82,7 @@ def main(argv=None) -> int:
     card_file = Path(args.model) / "README.md"
     if not card_file.is_file():
         raise UsageError(f"--model {args.model} has no README.md model card; pass a folder train.py wrote")
-    card = release_card(ModelCard.load(card_file), args.export_dir, args.made_with)
+    card = release_card(ModelCard.load(card_file), args.export_dir, args.made_with, args.training_data)
     save_for_hub(model, tokenizer, args.output_dir, card, weights_dtype=torch.float16)
     with about("--output_dir"):
         model, tokenizer = load_model_folder(args.output_dir)  # what loading the release gives, exported as it is

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..serving.browser import chromium
 from ..serving.translator import TransformersTranslator
+from ..text_tiny_transformer import guess_language
 from .visualization import KINDS, TITLES, attention_weights, draw_heads, plot_positional_encoding
 
 EXAMPLES = {
@@ -55,11 +56,20 @@ def picture(figure):
 
 
 class TranslationApp:
-    """A model and its tokenizer, and what the page asks of them."""
+    """A model and its tokenizer (or several, one a source language: `others`), and what the page asks of them; a
+    text goes to the model of its language (by its script), else to the first."""
 
-    def __init__(self, model, tokenizer):
-        self.model, self.tokenizer = model.eval(), tokenizer
-        self.translator = TransformersTranslator(model, tokenizer)
+    def __init__(self, model, tokenizer, others=()):
+        self.translators = [
+            TransformersTranslator(model.eval(), tokenizer) for model, tokenizer in [(model, tokenizer), *others]
+        ]
+
+    def translator(self, source: str) -> TransformersTranslator:
+        language = guess_language(source)
+        return next(
+            (t for t in self.translators if getattr(t.generation_config, "source_lang", None) == language),
+            self.translators[0],
+        )
 
     def translate_and_draw(self, source: str, kind: str, layer: int):
         """The translation of `source` (sentence by sentence, as every front door does), every head of `kind`
@@ -70,39 +80,40 @@ class TranslationApp:
             yield "", None, ""
             return
         translation = ""
-        for translation in self.translator.stream(source):
+        for translation in self.translator(source).stream(source):
             yield translation, None, ""
         yield (translation, *self.heatmap_and_note(source, translation, kind, layer))
 
     def heatmap_and_note(self, source: str, translation: str, kind: str, layer: int):
         """The picture of `kind` attention in `layer` for the first piece of `source` and its translation (as the
         model reads it, teacher-forced), and a note when the text was split."""
-        pieces = self.pieces(source)
+        pieces, translator = self.pieces(source), self.translator(source)
         note = ""
         if len(pieces) > 1:
             note = (
                 f"The text was translated in {len(pieces)} pieces, sentence by sentence, as the model was trained "
-                f"(at most {self.translator.max_positions} tokens at once). The heatmap shows the first piece."
+                f"(at most {translator.max_positions} tokens at once). The heatmap shows the first piece."
             )
-        first = translation if len(pieces) == 1 else self.translator.translate([pieces[0]])[0]
-        attention = attention_weights(self.model, self.tokenizer, pieces[0], target=first)
+        first = translation if len(pieces) == 1 else translator.translate([pieces[0]])[0]
+        attention = attention_weights(translator.model, translator.tokenizer, pieces[0], target=first)
         layer = min(int(layer), len(attention.weights(kind)) - 1)
         heads = list(range(attention.weights(kind)[layer].shape[0]))
         return picture(draw_heads(attention, kind, layer, heads)), note
 
     def pieces(self, source: str) -> list[str]:
         """The pieces the translator cuts `source` into."""
-        return [segment.text for segment in self.translator.plan(source)]
+        return [segment.text for segment in self.translator(source).plan(source)]
 
     def positional_encoding(self):
-        return picture(plot_positional_encoding(self.model.config))
+        return picture(plot_positional_encoding(self.translators[0].model.config))
 
 
-def build_app(model, tokenizer, examples: list[str] | None = None):
-    """The page as a gradio Blocks app, for a model of any shape; `examples` are sentences to click."""
+def build_app(model, tokenizer, examples: list[str] | None = None, others=()):
+    """The page as a gradio Blocks app, for a model of any shape (and `others`, one a source language, see
+    TranslationApp); `examples` are sentences to click."""
     gr = gradio()
-    translation_app = TranslationApp(model, tokenizer)
-    layers = max(model.config.encoder_layers, model.config.decoder_layers)
+    translation_app = TranslationApp(model, tokenizer, others)
+    layers = max(max(m.config.encoder_layers, m.config.decoder_layers) for m, _ in [(model, tokenizer), *others])
     with gr.Blocks(title="hf-tiny-transformer") as page:
         gr.Markdown(
             "# Attention Is All You Need, small enough to read\n"

@@ -17,8 +17,8 @@ def engine_arguments(parser: argparse.ArgumentParser):
     parser.add_argument(
         "--engine",
         choices=list(ENGINES),
-        default="transformers",
-        help="ctranslate2, onnx: --model is a folder written by `tiny-transformer export-ctranslate2` or `export-onnx`",
+        help="ctranslate2, onnx: --model is a folder written by `tiny-transformer export-ctranslate2` or `export-onnx` "
+        "(default: transformers)",
     )
     parser.add_argument("--device", help="cpu, cuda, cuda:1, mps (default: the best there is)")
     parser.add_argument(
@@ -165,7 +165,8 @@ def load_translator_from(args, flag: str = "--model"):
     from ..hardware import best_device, check_device
     from ..serving.engines import load_translator
 
-    args.device = args.device or best_device()
+    args.engine = args.engine or "transformers"
+    args.device = args.device or best_device(args.engine)
     with about("--device"):
         check_device(args.device)
     if args.engine == "transformers" and args.compute_type != "auto":

@@ -20,10 +20,9 @@ import json
 import logging
 import math
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
-
-import torch
 
 from ..errors import first_line
 from ..guards.writing import staged_folder
@@ -44,27 +43,30 @@ from .translator import Translator, generation_limit, hypothesis_bytes, within_o
 logger = logging.getLogger(__name__)
 
 
-def ctranslate2():
-    """The ctranslate2 module with its converters, or an ImportError that says how to install it where it is not
-    installed (files.import_installed)."""
+def ctranslate2(converters: bool = True):
+    """The ctranslate2 module (with its converters, for an export), or an ImportError that says how to install it
+    where it is not installed (files.import_installed). Translating needs neither torch nor transformers."""
     missing = "Serving needs CTranslate2: pip install 'hf-tiny-transformer[serve]'."
     module = import_installed("ctranslate2", missing)
-    import_installed("ctranslate2.converters", missing)
+    if converters:
+        import_installed("ctranslate2.converters", missing)
     return module
 
 
-def copy(tensor: torch.Tensor) -> torch.Tensor:
+def copy(tensor):
     """A float32 copy: the converter quantizes the spec's arrays in place, which must not change the model."""
+    import torch
+
     return tensor.detach().to(torch.float32, copy=True).cpu()
 
 
-def fill_linear(spec, module: torch.nn.Linear):
+def fill_linear(spec, module):
     spec.weight = copy(module.weight)
     if module.bias is not None:
         spec.bias = copy(module.bias)
 
 
-def fill_layer_norm(spec, module: torch.nn.LayerNorm):
+def fill_layer_norm(spec, module):
     spec.gamma, spec.beta = copy(module.weight), copy(module.bias)
 
 
@@ -207,9 +209,8 @@ def check_ctranslate2_export(folder: str | os.PathLike) -> TranslatorFiles:
     this kind, its settings file and the numbers in it, the engine's files there, its vocabulary the tokenizer's
     tokens, the tokenizer and generation config loaded. Raises a ValueError naming the file and the fix."""
     folder = Path(folder)
-    files = open_export(
-        folder, "ctranslate2", ("max_position_embeddings",), (CTRANSLATE2_MODEL, "config.json", VOCABULARY)
-    )
+    engine_files = (CTRANSLATE2_MODEL, "config.json", VOCABULARY)
+    files = open_export(folder, "ctranslate2", ("max_position_embeddings",), engine_files, light=True)
     for key in ("max_position_embeddings", "hypothesis_bytes"):  # exports before 0.2 did not record the latter
         value = files.settings.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -279,8 +280,9 @@ class CTranslate2Translator(Translator):
         # translate_batch works in the background: with batches queued, a translator done with its share of one
         # batch takes a share of the next instead of waiting for the others
         self.in_flight = 2 * self.inter_threads
-        engine = ctranslate2()
-        threads = torch.get_num_threads()
+        engine = ctranslate2(converters=False)
+        torch = sys.modules.get("torch")  # imported by the caller, or not at all (the command's fast path)
+        threads = torch.get_num_threads() if torch else None
         try:
             self.translator = engine.Translator(
                 str(folder),
@@ -295,7 +297,8 @@ class CTranslate2Translator(Translator):
                 f"{export_again('ctranslate2')}"
             ) from None
         finally:  # CTranslate2 sets the OpenMP threads it shares with torch: the process keeps its own
-            torch.set_num_threads(threads)
+            if torch:
+                torch.set_num_threads(threads)
         # ids <-> tokens by lookup: the tokenizer's own conversions are a Python call per token
         self.tokens = tokens_by_id(tokenizer)
         self.ids = {token: index for index, token in enumerate(self.tokens)}

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-import torch
 from tqdm.auto import tqdm
 
 from ..text_tiny_transformer import (
@@ -242,6 +241,8 @@ class TransformersTranslator(Translator):
         self.model = model.eval()
 
     def translate_ids(self, batch, num_beams=None, length_penalty=None, max_new_tokens=None) -> list[str]:
+        import torch
+
         inputs = self.tokenizer.pad({"input_ids": batch}, return_tensors="pt").to(self.model.device)
         limit = generation_limit(inputs["input_ids"].shape[1], self.max_positions, max_new_tokens)
         beams, penalty = self.decoding(num_beams, length_penalty)
@@ -302,6 +303,8 @@ class TransformersTranslator(Translator):
     def generate(self, streamer, failed: list, **arguments):
         """generate() into `streamer`, on a thread of its own; an error ends the stream (else the reader would wait
         for ever) and is kept in `failed` for the reader to raise."""
+        import torch
+
         try:
             with torch.inference_mode():
                 self.model.generate(**arguments, streamer=streamer)
