@@ -30,7 +30,7 @@ def test_the_benchmarks_refuse_a_bad_output_before_any_work(tmp_path):
         str(tmp_path): f"--output {tmp_path} is a folder; pass a file name",
         str(tmp_path / "file.txt" / "r.json"): f"{tmp_path / 'file.txt'} is a file, not a folder; pass a path inside",
     }
-    for script in ("speed_vs_marian.py", "training_modes.py", "profile_training.py"):
+    for script in ("speed_vs_marian.py", "training_modes.py", "profile_training.py", "start_up.py"):
         for output, message in cases.items():
             result = run_script(script, "--output", output, folder="benchmarks")
             [line] = result.stderr.strip().splitlines()
@@ -226,3 +226,15 @@ def test_the_quality_benchmark_refuses_bad_flags_in_one_line_before_any_work(tmp
         [line] = result.stderr.strip().splitlines()
         assert result.returncode == 2 and line.startswith(f"quality_vs_marian.py: {message}"), line
     assert not (tmp_path / "q" / "en-ja" / "result.json").exists()
+
+
+def test_the_start_up_benchmark_times_every_command_in_fresh_processes(tmp_path):
+    """One run of each command (the shipped models' translate among them), in the order of its table."""
+    output = tmp_path / "start_up.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "start_up.py"), "--runs", "1", "--output",
+                             str(output)], capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(output.read_text())
+    assert [len(times) for times in report["seconds"].values()] == [1, 1, 1, 1]
+    assert all(0 < seconds < 120 for times in report["seconds"].values() for seconds in times)
+    assert result.stdout.count("\n| `") == 4

@@ -90,6 +90,7 @@ def test_the_training_scripts_are_read_not_imported():
         "demo.json",
         "en-ja.json",
         "ja-en.json",
+        "fine-tune.json",
     }
 
 
