@@ -138,3 +138,23 @@ def test_the_command_line_names_the_model_it_took_once(tmp_path):
     done = subprocess.run([TINY_TRANSFORMER, "translate"], input=lines, capture_output=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0 and len(done.stdout.decode().splitlines()) == 3, done.stderr[-2000:]
     assert len(done.stderr.decode().splitlines()) == 1
+
+
+def test_the_app_takes_each_text_to_the_shipped_model_of_its_language():
+    from hf_tiny_transformer.app.page import TranslationApp
+    from hf_tiny_transformer.guards.loading import load_model_folder
+
+    app = TranslationApp(*load_model_folder(str(MODELS / "en-ja")), others=[load_model_folder(str(MODELS / "ja-en"))])
+    assert app.translator("Where is the station?").generation_config.target_lang == "ja"
+    assert app.translator("駅はどこですか。").generation_config.target_lang == "en"
+
+
+def test_the_browser_page_is_one_command_away_from_a_shipped_model(tmp_path):
+    from hf_tiny_transformer.serving.browser import VENDOR
+
+    if not all(path.is_file() for path in VENDOR.values()):
+        pytest.skip("the page's npm libraries are not installed")
+    result = run_command("browser-page", "--model", str(MODELS / "en-ja"), "--output_dir", str(tmp_path / "page"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "page" / "model" / "onnx" / "decoder_model_merged_quantized.onnx").is_file()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["page"]  # the export made on the way is gone
