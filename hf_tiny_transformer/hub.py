@@ -167,7 +167,7 @@ sys.exit(main(["app", "--model", "."]))
 # What the Space installs: the package's own code travels in the Space (hf_tiny_transformer/), its needs do not.
 SPACE_REQUIREMENTS = [
     "torch>=2.4",
-    "transformers>=5,<6",
+    "transformers>=5.24,<6,!=5.25.0",
     "tokenizers>=0.22",
     "safetensors>=0.4",
     "huggingface_hub",

@@ -43,6 +43,7 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
+from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
@@ -401,8 +402,7 @@ class TinyTransformerPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["EncoderLayer", "DecoderLayer"]
     _supports_sdpa = True
-    _supports_flash_attn = True
-    _supports_flex_attn = True
+    _supports_flex_attn = True  # flash attention is not claimed: it needs a GPU and the flash-attn package
     _can_compile_fullgraph = True
 
     def _init_weights(self, module: nn.Module):
@@ -496,6 +496,7 @@ class TinyTransformerDecoder(TransformerStack):
 
     @merge_with_config_defaults
     @capture_outputs
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the old name, as transformers' own models take it
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -579,17 +580,23 @@ class TinyTransformerModel(TinyTransformerPreTrainedModel):
         return self.encoder.embed_tokens
 
     def set_input_embeddings(self, value: nn.Embedding):
-        """Set the source embedding, and the target embedding with it when they are tied (the paper's sharing)."""
-        if not self.config.tie_word_embeddings and value.num_embeddings != self.decoder.embed_tokens.num_embeddings:
-            raise ValueError(
-                "With tie_word_embeddings=False the source and target embeddings are separate matrices; resize "
-                "them both by setting model.encoder.embed_tokens and model.decoder.embed_tokens yourself."
-            )
+        """Set the source embedding, and the target embedding with it: the same matrix when they are tied (the
+        paper's sharing); untied, the target's follows a new size (resize_token_embeddings, which resizes the
+        source's and the output projection), its new rows those the source's got."""
         self.encoder.embed_tokens = value
         if self.config.tie_word_embeddings:
             self.decoder.embed_tokens = value
+        elif value.num_embeddings != self.decoder.embed_tokens.num_embeddings:
+            old = self.decoder.embed_tokens
+            new = nn.Embedding(value.num_embeddings, old.embedding_dim, old.padding_idx).to(value.weight)
+            kept = min(old.num_embeddings, value.num_embeddings)
+            with torch.no_grad():
+                new.weight[:kept] = old.weight[:kept]
+                new.weight[kept:] = value.weight[kept:]
+            self.decoder.embed_tokens = new
 
     @can_return_tuple
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -668,6 +675,7 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     @can_return_tuple
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
