@@ -2,10 +2,10 @@
 the shipped models (its default path, CTranslate2 int8, and the transformers engine) beside `--help` and importing
 torch and transformers.
 
-    python benchmarks/start_up.py [--runs 5]
+    python benchmarks/start_up.py [--runs 5] [--warm_up 1]
 
-Each command runs --runs times in a fresh process, the commands taking turns, after one run of each to warm the
-disk cache; the table gives each command's median and range. Writes runs/speed/start_up.json.
+Each command runs --runs times in a fresh process, the commands taking turns, after --warm_up runs of each to warm
+the disk cache; the table gives each command's median and range. Writes runs/speed/start_up.json.
 """
 
 import argparse
@@ -42,6 +42,7 @@ COMMANDS = {
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warm_up", type=int, default=1, help="runs of each command first, not counted")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "start_up.json")
     args = parser.parse_args(argv)
     at_least("--runs", args.runs, 1)
@@ -57,7 +58,7 @@ def wall_time(command: list[str]) -> float:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    for command in COMMANDS.values():  # the disk cache warm, as for a person's second command
+    for command in [*COMMANDS.values()] * args.warm_up:  # the disk cache warm, as for a person's second command
         wall_time(command)
     times = {name: [] for name in COMMANDS}
     for _ in range(args.runs):
