@@ -231,8 +231,9 @@ def test_the_quality_benchmark_refuses_bad_flags_in_one_line_before_any_work(tmp
 def test_the_start_up_benchmark_times_every_command_in_fresh_processes(tmp_path):
     """One run of each command (the shipped models' translate among them), in the order of its table."""
     output = tmp_path / "start_up.json"
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "start_up.py"), "--runs", "1", "--warm_up", "0", "--output",
-                             str(output)], capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    flags = ["--runs", "1", "--warm_up", "0", "--output", str(output)]
+    script = str(ROOT / "benchmarks" / "start_up.py")
+    result = subprocess.run([sys.executable, script, *flags], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(output.read_text())
     assert [len(times) for times in report["seconds"].values()] == [1, 1, 1, 1]
