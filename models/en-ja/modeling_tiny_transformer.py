@@ -401,8 +401,7 @@ class TinyTransformerPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _no_split_modules = ["EncoderLayer", "DecoderLayer"]
-    _supports_sdpa = True
-    _supports_flex_attn = True  # flash attention is not claimed: it needs a GPU and the flash-attn package
+    _supports_sdpa = True  # sdpa and eager; flash attention needs a GPU and flash-attn, flex a compile of its kernels
     _can_compile_fullgraph = True
 
     def _init_weights(self, module: nn.Module):
