@@ -22,6 +22,7 @@ Differences from the paper (also listed in model_card.md):
 7. The feed-forward activation can be changed (`activation_function`, "relu" by default as in the paper).
 """
 
+import inspect
 import math
 from collections.abc import Callable
 
@@ -250,7 +251,8 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, T, D)."""
         hidden_states = self.activation_fn(self.fc1(hidden_states))  # (B, T, F)
-        hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        if self.training:  # dropout is the identity otherwise; not calling it saves a call a step in generate()
+            hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout)
         return self.fc2(hidden_states)
 
 
@@ -278,7 +280,9 @@ class ResidualSublayer(nn.Module):
 
     def after(self, residual: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
         """x + Dropout(Sublayer(...)), followed by LayerNorm for post-LN."""
-        hidden_states = residual + nn.functional.dropout(sublayer_output, p=self.dropout, training=self.training)
+        if self.training:  # as in PositionwiseFeedForward
+            sublayer_output = nn.functional.dropout(sublayer_output, p=self.dropout)
+        hidden_states = residual + sublayer_output
         return hidden_states if self.normalize_before else self.layer_norm(hidden_states)
 
 
@@ -437,7 +441,7 @@ class TransformerStack(TinyTransformerPreTrainedModel):
         token_embeddings = inputs_embeds * self.embed_scale  # (B, T, D)
         # The table is made in float32; a model loaded in bfloat16 or float16 adds it in its own dtype.
         hidden_states = token_embeddings + self.embed_positions(position_ids).to(token_embeddings.dtype)
-        return nn.functional.dropout(hidden_states, p=self.config.dropout, training=self.training)
+        return nn.functional.dropout(hidden_states, p=self.config.dropout) if self.training else hidden_states
 
     def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """The pre-LN stack's final LayerNorm; identity for post-LN."""
@@ -730,6 +734,13 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
         return Seq2SeqLMOutput(
             loss=loss, logits=logits, **{k: v for k, v in outputs.items() if k != "last_hidden_state"}
         )
+
+
+# generate() reads the signature of a remote-code model's forward at every step (a model with an `_auto_class`, as
+# this one has for its Hub folders); computed once here, the step costs what it costs for the library's own models.
+TinyTransformerForConditionalGeneration.forward.__signature__ = inspect.signature(
+    TinyTransformerForConditionalGeneration.forward
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------
