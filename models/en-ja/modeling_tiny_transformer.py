@@ -251,8 +251,7 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, T, D)."""
         hidden_states = self.activation_fn(self.fc1(hidden_states))  # (B, T, F)
-        if self.training:  # dropout is the identity otherwise; not calling it saves a call a step in generate()
-            hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout, training=self.training)
         return self.fc2(hidden_states)
 
 
@@ -280,9 +279,7 @@ class ResidualSublayer(nn.Module):
 
     def after(self, residual: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
         """x + Dropout(Sublayer(...)), followed by LayerNorm for post-LN."""
-        if self.training:  # as in PositionwiseFeedForward
-            sublayer_output = nn.functional.dropout(sublayer_output, p=self.dropout)
-        hidden_states = residual + sublayer_output
+        hidden_states = residual + nn.functional.dropout(sublayer_output, p=self.dropout, training=self.training)
         return hidden_states if self.normalize_before else self.layer_norm(hidden_states)
 
 
@@ -441,7 +438,7 @@ class TransformerStack(TinyTransformerPreTrainedModel):
         token_embeddings = inputs_embeds * self.embed_scale  # (B, T, D)
         # The table is made in float32; a model loaded in bfloat16 or float16 adds it in its own dtype.
         hidden_states = token_embeddings + self.embed_positions(position_ids).to(token_embeddings.dtype)
-        return nn.functional.dropout(hidden_states, p=self.config.dropout) if self.training else hidden_states
+        return nn.functional.dropout(hidden_states, p=self.config.dropout, training=self.training)
 
     def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """The pre-LN stack's final LayerNorm; identity for post-LN."""
