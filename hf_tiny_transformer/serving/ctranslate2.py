@@ -23,6 +23,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..errors import first_line
 from ..guards.writing import staged_folder
@@ -204,13 +205,53 @@ def export_ctranslate2(model, tokenizer, output_dir: str | os.PathLike, quantiza
     return Path(output_dir)
 
 
+# The translator reads its export without transformers (or torch): what makes the command's first translation quick.
+class TokenizerFile:
+    """An export's tokenizer.json read by the `tokenizers` library alone (no transformers, no torch: the fast path
+    of `tiny-transformer translate`), with what a translator calls of a transformers tokenizer; the same ids."""
+
+    def __init__(self, folder: Path):
+        from tokenizers import Tokenizer
+
+        self.backend_tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        eos = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("eos_token", "</s>")
+        self.eos_token_id = self.backend_tokenizer.token_to_id(eos["content"] if isinstance(eos, dict) else eos)
+
+    def __call__(self, text, truncation: bool = False, max_length: int | None = None, verbose: bool = True) -> dict:
+        ids = [
+            encoding.ids for encoding in self.backend_tokenizer.encode_batch([text] if isinstance(text, str) else text)
+        ]
+        if truncation:  # as transformers truncates: the end token kept
+            ids = [row[: max_length - 1] + row[-1:] if len(row) > max_length else row for row in ids]
+        return {"input_ids": ids[0] if isinstance(text, str) else ids}
+
+    def batch_decode(self, rows: list[list[int]], skip_special_tokens: bool = False) -> list[str]:
+        return self.backend_tokenizer.decode_batch(rows, skip_special_tokens=skip_special_tokens)
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.backend_tokenizer.get_vocab()
+
+    def __len__(self) -> int:
+        return self.backend_tokenizer.get_vocab_size()
+
+
+def generation_config_file(folder: Path) -> SimpleNamespace:
+    """generation_config.json's settings as attributes (what a translator reads), without transformers."""
+    settings = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
+    if not isinstance(settings, dict):
+        raise ValueError(f"not a JSON object but {type(settings).__name__}")
+    defaults = dict.fromkeys(("decoder_start_token_id", "bos_token_id", "num_beams", "length_penalty"))
+    return SimpleNamespace(**{**defaults, **settings})
+
+
 def check_ctranslate2_export(folder: str | os.PathLike) -> TranslatorFiles:
     """What CTranslate2Translator reads from `folder` besides the engine's model, after checking it: an export of
     this kind, its settings file and the numbers in it, the engine's files there, its vocabulary the tokenizer's
     tokens, the tokenizer and generation config loaded. Raises a ValueError naming the file and the fix."""
     folder = Path(folder)
     engine_files = (CTRANSLATE2_MODEL, "config.json", VOCABULARY)
-    files = open_export(folder, "ctranslate2", ("max_position_embeddings",), engine_files, light=True)
+    files = open_export(folder, "ctranslate2", ("max_position_embeddings",), engine_files, TokenizerFile,
+                        generation_config_file)  # fmt: skip
     for key in ("max_position_embeddings", "hypothesis_bytes"):  # exports before 0.2 did not record the latter
         value = files.settings.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -9,7 +9,6 @@ import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import NamedTuple
 
 from ..errors import first_line
@@ -53,41 +52,17 @@ class TranslatorFiles(NamedTuple):
     generation_config: object
 
 
-class TokenizerFile:
-    """An export's tokenizer.json read by the `tokenizers` library alone (no transformers, no torch: the fast path
-    of `tiny-transformer translate`), with what a translator calls of a transformers tokenizer; the same ids."""
-
-    def __init__(self, folder: Path):
-        from tokenizers import Tokenizer
-
-        self.backend_tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        eos = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("eos_token", "</s>")
-        self.eos_token_id = self.backend_tokenizer.token_to_id(eos["content"] if isinstance(eos, dict) else eos)
-
-    def __call__(self, text, truncation: bool = False, max_length: int | None = None, verbose: bool = True) -> dict:
-        ids = [
-            encoding.ids for encoding in self.backend_tokenizer.encode_batch([text] if isinstance(text, str) else text)
-        ]
-        if truncation:  # as transformers truncates: the end token kept
-            ids = [row[: max_length - 1] + row[-1:] if len(row) > max_length else row for row in ids]
-        return {"input_ids": ids[0] if isinstance(text, str) else ids}
-
-    def batch_decode(self, rows: list[list[int]], skip_special_tokens: bool = False) -> list[str]:
-        return self.backend_tokenizer.decode_batch(rows, skip_special_tokens=skip_special_tokens)
-
-    def get_vocab(self) -> dict[str, int]:
-        return self.backend_tokenizer.get_vocab()
-
-    def __len__(self) -> int:
-        return self.backend_tokenizer.get_vocab_size()
-
-
 def open_export(
-    folder: Path, kind: str, keys: tuple[str, ...], files: tuple[str, ...], light: bool = False
+    folder: Path,
+    kind: str,
+    keys: tuple[str, ...],
+    files: tuple[str, ...],
+    load_tokenizer=None,
+    load_generation_config=None,
 ) -> TranslatorFiles:
     """An export of `kind`: its settings (a JSON object with `keys`), `files` and TRANSLATOR_FILES present, the
-    tokenizer and generation config loaded (`light`: without transformers), the tokenizer the one it was exported
-    with; else a ValueError."""
+    tokenizer and generation config loaded (by transformers, or the loaders given), the tokenizer the one it was
+    exported with; else a ValueError."""
     if (found := export_kind(folder) if folder.is_dir() else None) != kind:
         raise ValueError(
             f"{folder} is {KINDS[found]} export, not {KINDS[kind]} one; translate with it with the {found} engine "
@@ -99,9 +74,9 @@ def open_export(
     settings = read_settings(folder, kind, keys)
     check_files(folder, (*files, *TRANSLATOR_FILES), kind)
     with errors_naming(folder / "tokenizer.json", "cannot be loaded", kind):
-        tokenizer = TokenizerFile(folder) if light else _transformers_tokenizer(folder)
+        tokenizer = (load_tokenizer or _transformers_tokenizer)(folder)
     with errors_naming(folder / "generation_config.json", "cannot be loaded", kind):
-        generation_config = generation_config_file(folder) if light else _transformers_generation_config(folder)
+        generation_config = (load_generation_config or _transformers_generation_config)(folder)
     if not starts(generation_config):
         raise ValueError(f"{folder / 'generation_config.json'} names no decoder_start_token_id; {export_again(kind)}")
     if settings.get("vocabulary", vocabulary_digest(tokenizer)) != vocabulary_digest(tokenizer):
@@ -121,15 +96,6 @@ def _transformers_generation_config(folder: Path):
     from transformers import GenerationConfig
 
     return GenerationConfig.from_pretrained(folder)
-
-
-def generation_config_file(folder: Path) -> SimpleNamespace:
-    """generation_config.json's settings as attributes (what a translator reads), without transformers."""
-    settings = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
-    if not isinstance(settings, dict):
-        raise ValueError(f"not a JSON object but {type(settings).__name__}")
-    defaults = dict.fromkeys(("decoder_start_token_id", "bos_token_id", "num_beams", "length_penalty"))
-    return SimpleNamespace(**{**defaults, **settings})
 
 
 def starts(generation_config) -> bool:
