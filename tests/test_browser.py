@@ -359,3 +359,15 @@ def test_the_browser_benchmark_measures_both_dtypes_and_the_shared_table(trained
     sizes, table = report["export_bytes"], report["one_table_saves_bytes"]
     assert sizes["int8"] < sizes["float32"] and 0 < table["int8"] < table["float32"] < sizes["float32"]
     assert f"the page downloads {sizes['float32'] / 1e6:.2f} MB (float32)" in result.stdout
+
+
+def test_the_page_is_one_command_away_from_a_model_folder(trained_demo_model, tmp_path):
+    """browser-page given a saved model folder (`--model models/en-ja`) exports it to ONNX int8 on the way."""
+    from hf_tiny_transformer.serving.browser import VENDOR
+
+    if not all(path.is_file() for path in VENDOR.values()):
+        pytest.skip("the page's npm libraries are not installed")
+    result = run_command("browser-page", "--model", str(trained_demo_model), "--output_dir", str(tmp_path / "page"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "page" / "model" / "onnx" / "decoder_model_merged_quantized.onnx").is_file()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["page"]  # the export made on the way is gone

@@ -146,17 +146,6 @@ def test_the_app_takes_each_text_to_the_shipped_model_of_its_language():
     assert app.translator("駅はどこですか。").generation_config.target_lang == "en"
 
 
-def test_the_browser_page_is_one_command_away_from_a_shipped_model(tmp_path):
-    from hf_tiny_transformer.serving.browser import VENDOR
-
-    if not all(path.is_file() for path in VENDOR.values()):
-        pytest.skip("the page's npm libraries are not installed")
-    result = run_command("browser-page", "--model", str(MODELS / "en-ja"), "--output_dir", str(tmp_path / "page"))
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert (tmp_path / "page" / "model" / "onnx" / "decoder_model_merged_quantized.onnx").is_file()
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["page"]  # the export made on the way is gone
-
-
 @pytest.mark.parametrize("folder", ["en-ja", "ja-en"])
 def test_a_shipped_model_carries_this_versions_code(folder):
     """Its remote code is the package's own: loaded with trust_remote_code, it computes what the package does."""
