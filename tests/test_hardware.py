@@ -282,3 +282,14 @@ def test_make_s_command_runs_on_the_allocator_it_names():
     preloaded = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout.strip()
     installed = bool(ctypes.util.find_library("tcmalloc_minimal") or ctypes.util.find_library("tcmalloc"))
     assert preloaded == str(installed), command
+
+
+def test_the_ctranslate2_engine_takes_a_gpu_ctranslate2_sees_without_asking_torch(monkeypatch):
+    """The default translate path (the shipped CTranslate2 export) imports no torch: CTranslate2 says where a GPU is."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from hf_tiny_transformer.hardware import best_device
+
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
+    assert best_device("ctranslate2") == "cuda"
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
+    assert best_device("ctranslate2") == "cpu"
