@@ -17,12 +17,16 @@ first, then timed `--repeats` times with the two models taking turns, and the me
 - memory: the peak of tensor memory during one training step (parameters, gradients, optimizer state,
   activations and temporaries): every tensor storage alive at the start or created by an operator during
   the step is counted until it is freed.
-Prints a table and, last, one JSON line of our/Marian ratios (memory: lower is better; all others: higher).
+Each speed ratio is the median of the rounds' ratios (Marian's seconds over ours), with its 95 % interval; for greedy
+decoding at batch 1 the script also counts the torch operators one `generate()` dispatches, and how many of them read a
+value back to Python. Prints a table and, last, one JSON line of our/Marian ratios (memory: lower is better; all
+others: higher).
 """
 
 import argparse
 import contextlib
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -184,18 +188,41 @@ def generation_run(model: torch.nn.Module, input_ids: torch.Tensor, num_beams: i
     return run
 
 
-def median_seconds(runs: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, float]:
-    """Warm up every run, then time them taking turns; the median seconds of each."""
+def timed_rounds(runs: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, list[float]]:
+    """Warm up every run, then time them taking turns, the order reversed every other round (a machine that slows
+    down or speeds up during a round favours no run); the seconds of each run in each round."""
     for workload in runs.values():
         for _ in range(warmup):
             workload()
     times = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, workload in runs.items():
+    for round_number in range(repeats):
+        for name in list(runs)[:: -1 if round_number % 2 else 1]:
             start = time.perf_counter()
-            workload()
+            runs[name]()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
+
+
+def ratio_interval(ours: list[float], marian: list[float]) -> tuple[float, float, float]:
+    """Marian's seconds over ours in each round (a speed ratio: above 1, ours is faster): their median and its
+    distribution-free 95 % interval (order statistics of the binomial; the extremes under 6 rounds)."""
+    ratios = sorted(theirs / own for own, theirs in zip(ours, marian, strict=True))
+    n, below = len(ratios), 0
+    while below + 1 < n and sum(math.comb(n, k) for k in range(below + 1)) / 2**n <= 0.025:
+        below += 1  # ratios[below - 1]: the lowest order statistic the interval may start at
+    low = max(below - 1, 0)
+    return statistics.median(ratios), ratios[low], ratios[n - 1 - low]
+
+
+def operations(run: Callable[[], None]) -> tuple[int, int]:
+    """The torch operators one call of `run` dispatches, and how many of them read a value back to Python (a
+    synchronization on an accelerator): what a model costs per call apart from its arithmetic."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        run()
+    counts = {event.key: event.count for event in profiler.key_averages()}
+    return sum(count for key, count in counts.items() if key.startswith("aten::")), counts.get("aten::item", 0)
 
 
 def peak_training_memory(step: TrainingStep) -> int:
@@ -226,13 +253,23 @@ def measure_training(preset: str, vocab_size: int | None, args) -> dict[str, dic
         for name, model in models.items()
         for precision in precisions
     }
-    seconds = median_seconds(steps, args.repeats, args.warmup)
-    speed = {name: BATCH_SIZE * (SOURCE_LENGTH + TARGET_LENGTH) / value for name, value in seconds.items()}
+    times = timed_rounds(steps, args.repeats, args.warmup)
+    speed = {name: BATCH_SIZE * (SOURCE_LENGTH + TARGET_LENGTH) / statistics.median(t) for name, t in times.items()}
     prefix = "" if preset == "tiny" else f"{preset.replace('-', '_')}_"
-    table = {f"{prefix}training_fp32": {"ours": speed["ours_fp32"], "marian": speed["marian_fp32"]}}
+    pairs = {"training_fp32": ("ours_fp32", "marian_fp32")}
     if args.bf16:
-        table[f"{prefix}training_bf16"] = {"ours": speed["ours_bf16"], "marian": speed["marian_bf16"]}
-        table[f"{prefix}ours_bf16_vs_marian_fp32"] = {"ours": speed["ours_bf16"], "marian": speed["marian_fp32"]}
+        pairs |= {
+            "training_bf16": ("ours_bf16", "marian_bf16"),
+            "ours_bf16_vs_marian_fp32": ("ours_bf16", "marian_fp32"),
+        }
+    table = {
+        f"{prefix}{name}": {
+            "ours": speed[own],
+            "marian": speed[theirs],
+            "ratio": ratio_interval(times[own], times[theirs]),
+        }
+        for name, (own, theirs) in pairs.items()
+    }
     if preset == "tiny":
         table["memory"] = {name: peak_training_memory(steps[f"{name}_fp32"]) for name in models}
     return table
@@ -291,11 +328,16 @@ def measure_generation(args) -> dict[str, dict[str, float]]:
             input_ids = random_ids(args.vocab_size, batch_size, SOURCE_LENGTH, args.device)  # the same for all
             runs = {name: generation_run(model, input_ids, num_beams, args.device) for name, model in models.items()}
             runs.update(ctranslate2_runs(models["ours"], input_ids, num_beams, exports) if exports else {})
-            seconds = median_seconds(runs, args.repeats, args.warmup)
-            speeds = {name: batch_size * NEW_TOKENS / value for name, value in seconds.items()}
-            results[workload] = {"ours": speeds["ours"], "marian": speeds["marian"]}
-            for name in exports:
-                results[f"{workload}_{name}"] = {"ours": speeds[name], "marian": speeds["marian"]}
+            times = timed_rounds(runs, args.repeats, args.warmup)
+            speeds = {name: batch_size * NEW_TOKENS / statistics.median(values) for name, values in times.items()}
+            for name in ("ours", *exports):
+                results[workload if name == "ours" else f"{workload}_{name}"] = {
+                    "ours": speeds[name],
+                    "marian": speeds["marian"],
+                    "ratio": ratio_interval(times[name], times["marian"]),
+                }
+            if workload == "greedy_b1":
+                results["operators_greedy_b1"] = {name: operations(runs[name]) for name in ("ours", "marian")}
     return results
 
 
@@ -311,15 +353,21 @@ def main(argv=None) -> None:
     if not args.skip_paper_base:
         table.update(measure_training("paper-base", None, args))
 
-    print(f"device {args.device}, {torch.get_num_threads()} threads, median of {args.repeats}")
-    print("| measurement | ours | Marian | ours / Marian |\n|---|---:|---:|---:|")
+    print(f"device {args.device}, {torch.get_num_threads()} threads, median of {args.repeats} rounds")
+    print("| measurement | ours | Marian | ours / Marian | 95 % interval |\n|---|---:|---:|---:|---:|")
     ratios = {}
     for name, values in table.items():
-        ratios[name] = round(values["ours"] / values["marian"], 2)
+        if name.startswith("operators"):
+            (ours, ours_reads), (marian, marian_reads) = values["ours"], values["marian"]
+            print(f"| {name}: torch operators (reads to Python) | {ours:,} ({ours_reads}) | {marian:,} "
+                  f"({marian_reads}) | {ours / marian:.2f} | |")  # fmt: skip
+            continue
         scale, unit = (2**20, "MiB") if name == "memory" else (1, "tokens/s")
+        ratios[name] = round(values["ratio"][0] if "ratio" in values else values["ours"] / values["marian"], 2)
+        interval = "" if "ratio" not in values else f"{values['ratio'][1]:.2f} to {values['ratio'][2]:.2f}"
         print(
             f"| {name} | {values['ours'] / scale:,.0f} {unit} | {values['marian'] / scale:,.0f} {unit} "
-            f"| {ratios[name]:.2f} |"
+            f"| {ratios[name]:.2f} | {interval} |"
         )
     write_atomically(
         args.output, json.dumps({"device": args.device, "repeats": args.repeats, "table": table}, indent=2)

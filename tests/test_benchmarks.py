@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from running import SMALL_MODEL, run_script
@@ -77,6 +78,21 @@ def test_speed_benchmark_runs_and_prints_every_ratio(tmp_path):
     parameters = sum(p.numel() for p in load_benchmark().build_models("tiny", 512, "cpu")["ours"].parameters())
     for model in ("ours", "marian"):  # float32 parameters, gradients and Adam's two moments are alive at once
         assert table["memory"][model] >= 4 * 4 * parameters
+    median, low, high = table["greedy_b1"]["ratio"]
+    assert low == median == high and round(median, 2) == ratios["greedy_b1"]  # one round: the interval is that round
+    for model in ("ours", "marian"):
+        operators, reads = table["operators_greedy_b1"][model]
+        assert operators > 24 * 10 and 0 <= reads < operators  # 24 decoding steps of many operators each
+
+
+def test_the_speed_ratio_interval_is_the_medians_order_statistics():
+    """Fifteen rounds: the median's 95 % interval runs from the 4th to the 12th smallest ratio (binomial)."""
+    benchmark = load_benchmark()
+    ours = [1.0] * 15
+    marian = [1.0 + k / 100 for k in (7, 3, 11, 0, 14, 5, 9, 1, 13, 2, 8, 12, 4, 10, 6)]  # ratios 1.00 ... 1.14
+    median, low, high = benchmark.ratio_interval(ours, marian)
+    assert (median, low, high) == pytest.approx((1.07, 1.03, 1.11))
+    assert benchmark.ratio_interval([2.0] * 5, [1.0] * 4 + [3.0]) == (0.5, 0.5, 1.5)  # too few rounds: the extremes
 
 
 def test_peak_tensor_memory_counts_what_is_alive_at_once():
