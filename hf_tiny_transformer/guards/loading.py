@@ -7,6 +7,7 @@ while nothing answers (half a minute of retries), decoding settings and token id
     model, tokenizer = load_model_folder("runs/en-ja/hub")
 """
 
+import contextlib
 import json
 import math
 import re
@@ -15,6 +16,8 @@ from pathlib import Path
 from ..errors import UsageError, first_line, is_rust_panic
 
 EXPORT_SETTINGS = "hf_tiny_transformer.json"  # what an export (CTranslate2, ONNX) holds beside the engine's files
+CTRANSLATE2_MODEL = "model.bin"  # CTranslate2's weights
+KINDS = {"onnx": "an ONNX", "ctranslate2": "a CTranslate2"}  # the settings file's `format` -> an export of it
 TOKEN_IDS = ("decoder_start_token_id", "bos_token_id", "eos_token_id", "pad_token_id")
 
 
@@ -67,12 +70,9 @@ def check_model_source(name: str):
     """A path that does not exist, a file, a folder without config.json or an export: one line at once (not a Hub
     lookup with retries); so is a Hub id not downloaded before while nothing answers from the Hub."""
     folder = Path(name)
-    if folder.is_dir() and (folder / EXPORT_SETTINGS).is_file() and not (folder / "model.safetensors").is_file():
-        settings = json.loads(_read(name, EXPORT_SETTINGS)) if _is_json(_read(name, EXPORT_SETTINGS)) else None
-        kind = settings.get("format", "ctranslate2 or onnx") if isinstance(settings, dict) else "ctranslate2 or onnx"
-        engine = {"onnx": "an ONNX", "ctranslate2": "a CTranslate2"}.get(kind, "an")
-        raise UsageError(f"{name} is {engine} export, not a model folder; translate with it with its engine (--engine "
-                         f"{kind}), or pass the folder it was exported from")  # fmt: skip
+    if folder.is_dir() and not (folder / "model.safetensors").is_file() and (kind := export_kind(folder)):
+        raise UsageError(f"{name} is {KINDS[kind]} export, not a model folder; translate with it with its engine "
+                         f"(--engine {kind}), or pass the folder it was exported from")  # fmt: skip
     if folder.is_dir() and not (folder / "config.json").is_file():
         raise UsageError(f"{name} has no config.json; pass a folder saved with save_pretrained")
     if folder.is_file():
@@ -93,6 +93,15 @@ def check_model_source(name: str):
     except Exception as error:  # offline mode, no network, a timeout
         raise UsageError(f"{name} could not be downloaded ({first_line(error)}); go online, or download it once with "
                          f"`hf download {name}`, or pass a local folder") from None  # fmt: skip
+
+
+def export_kind(folder: Path) -> str | None:
+    """The kind of export `folder` is: its settings file's `format`, else (that file gone or damaged) what its files
+    say; None for no export."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        if (kind := json.loads((folder / EXPORT_SETTINGS).read_text(encoding="utf-8")).get("format")) in KINDS:
+            return kind
+    return "ctranslate2" if (folder / CTRANSLATE2_MODEL).is_file() else "onnx" if (folder / "onnx").is_dir() else None
 
 
 def check_sizes(name: str, config, trust_remote_code: bool):
@@ -178,4 +187,4 @@ def _is_json(text: str) -> bool:
     return True
 
 
-__all__ = ["load_model_folder", "check_model_source", "EXPORT_SETTINGS"]
+__all__ = ["load_model_folder", "check_model_source", "export_kind", "EXPORT_SETTINGS", "CTRANSLATE2_MODEL", "KINDS"]

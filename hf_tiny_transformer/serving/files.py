@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import first_line
+from ..guards.loading import CTRANSLATE2_MODEL, KINDS, export_kind
 from ..guards.loading import EXPORT_SETTINGS as SETTINGS_FILE
 
 # The engines a model translates with, and what each one takes as --model.
@@ -20,12 +21,11 @@ ENGINES = {
     "ctranslate2": "a folder written by export_ctranslate2 (tiny-transformer export-ctranslate2), in CTranslate2",
     "onnx": "a folder written by export_onnx (tiny-transformer export-onnx), in onnxruntime",
 }
-CTRANSLATE2_MODEL, VOCABULARY = "model.bin", "shared_vocabulary.json"  # CTranslate2's weights, its tokens by id
+VOCABULARY = "shared_vocabulary.json"  # CTranslate2's tokens by id
 ENCODER, DECODER = "onnx/encoder_model", "onnx/decoder_model_merged"  # + ".onnx", as transformers.js lays them out
 QUANTIZED = "_quantized"  # transformers.js's name for the int8 variant of a graph
 EMBEDDINGS = "embeddings"  # onnx/embeddings[_quantized].onnx_data: the embedding table both graphs read
 TRANSLATOR_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json")  # in every export
-KINDS = {"onnx": "an ONNX", "ctranslate2": "a CTranslate2"}  # the settings file's `format` -> an export of it
 # What either export writes at its folder's top: --overwrite replaces a folder of these, and nothing else.
 EXPORT_WRITES = (SETTINGS_FILE, CTRANSLATE2_MODEL, VOCABULARY, "onnx", "config.json", "special_tokens_map.json",
                  *TRANSLATOR_FILES)  # fmt: skip
@@ -33,15 +33,6 @@ EXPORT_WRITES = (SETTINGS_FILE, CTRANSLATE2_MODEL, VOCABULARY, "onnx", "config.j
 
 def export_again(kind: str) -> str:
     return f"export the model again with tiny-transformer export-{kind} --overwrite"
-
-
-def export_kind(folder: Path) -> str | None:
-    """The kind of export `folder` is: its settings file's `format`, else (that file gone or damaged) what its files
-    say; None for no export."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        if (kind := json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8")).get("format")) in KINDS:
-            return kind
-    return "ctranslate2" if (folder / CTRANSLATE2_MODEL).is_file() else "onnx" if (folder / "onnx").is_dir() else None
 
 
 class TranslatorFiles(NamedTuple):
