@@ -128,3 +128,26 @@ def test_a_budget_below_the_longest_pair_is_refused():
         ValueError, match="smaller than the longest pair \\(12 source \\+ target tokens\\); raise it to at least 12"
     ):
         TokenBatchSampler([3, 5], [4, 7], max_tokens=10)
+
+
+def test_a_schedule_that_decays_to_the_end_ends_at_zero_on_the_step_the_budget_fixed():
+    """Trainer makes its schedule for the provisional step count; the budget, once it has fixed max_steps, gives the
+    scheduler the same schedule for that count (ja-en.json's linear decay), keeping the learning rate of the step."""
+    from transformers import Seq2SeqTrainingArguments
+    from transformers.optimization import get_scheduler
+
+    from hf_tiny_transformer.trainer.budget import reschedule
+
+    args = Seq2SeqTrainingArguments("unused", learning_rate=1e-3, lr_scheduler_type="linear", warmup_steps=10)
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=args.learning_rate)
+    scheduler = get_scheduler("linear", optimizer, num_warmup_steps=10, num_training_steps=100_000)
+    for _ in range(20):
+        optimizer.step()
+        scheduler.step()
+    before = optimizer.param_groups[0]["lr"]
+    reschedule(args, optimizer, scheduler, 110)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * 90 / 100) != pytest.approx(before)
+    for _ in range(90):
+        optimizer.step()
+        scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == 0.0

@@ -10,6 +10,7 @@ not finished yet are left out, by name. Prints the Markdown table.
 """
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -31,6 +32,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not args.runs.is_dir():
         raise UsageError(f"--runs {args.runs} is not a folder; train points with training/map_point.sh first")
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib; pip install 'hf-tiny-transformer[viz]'")
     if args.plot:
         check_output(args.plot, flag="--plot", kind="file", inputs=[args.runs])
     return args
@@ -80,23 +83,26 @@ def plot(points: list[dict], path: Path):
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, panels = pyplot.subplots(1, 2, figsize=(10, 4), sharey=True)
+    figure, panels = pyplot.subplots(1, 2, figsize=(10, 4), sharex=True, sharey=True)
+    settings = sorted({p["setting"] for p in points})  # one colour a setting in both panels
     for panel, direction in zip(panels, ("en-ja", "ja-en"), strict=True):
-        settings = sorted({p["setting"] for p in points if p["direction"] == direction})
-        for setting in settings:
-            line = sorted((p for p in points if (p["direction"], p["setting"]) == (direction, setting)),
+        lines = sorted({(p["setting"], p["seed"] or "0") for p in points if p["direction"] == direction})
+        for setting, seed in lines:  # a line joins the budgets of one setting and seed
+            key = (direction, setting, seed)
+            line = sorted((p for p in points if (p["direction"], p["setting"], p["seed"] or "0") == key),
                           key=lambda p: p["minutes"])  # fmt: skip
             panel.errorbar(
                 [p["minutes"] for p in line],
                 [p["test"]["bleu"] for p in line],
                 yerr=[p["test"]["bleu_ci"] for p in line],
-                marker="o",
+                marker="o" if seed == "0" else "s",
                 capsize=3,
-                label=f"{setting} ({line[0]['shape']})",
+                color=f"C{settings.index(setting)}",
+                label=f"{setting} ({line[0]['shape']}){f', seed {seed}' if seed != '0' else ''}",
             )
         panel.set(title=direction.replace("-", " -> "), xlabel="training minutes (one core)", ylabel="test BLEU")
         panel.grid(alpha=0.3)
-        if settings:
+        if lines:
             panel.legend(fontsize=8)
     figure.tight_layout()
     with replaced_file(path) as temporary:
