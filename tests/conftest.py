@@ -70,6 +70,22 @@ def tiny_model(seed: int = 0, **overrides) -> TinyTransformerForConditionalGener
     return TinyTransformerForConditionalGeneration(tiny_config(**{"init_std": 0.3, **overrides})).eval()
 
 
+def training_losses(model, parameters, lr: float, steps: int, after_backward=None, **batch) -> list[float]:
+    """The loss of each of `steps` Adam steps on `parameters` (those PEFT leaves trainable) over one batch;
+    `after_backward()` runs after each backward pass."""
+    optimizer = torch.optim.Adam(parameters, lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = model(**batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        if after_backward:
+            after_backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
 def sgd_arguments(output_dir, **overrides) -> Seq2SeqTrainingArguments:
     """Trainer's arguments for a few steps on the CPU that tests can compare: plain SGD at a constant learning rate of
     0.5 (Adam would blow up float noise in gradients that are zero in exact arithmetic, key biases), nothing saved or

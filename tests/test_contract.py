@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from conftest import tiny_model
+from conftest import tiny_model, training_losses
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 MASK = (SOURCE != 0).long()
@@ -45,14 +45,7 @@ def test_peft_prefix_tuning_trains_as_on_marian(architecture):
     frozen = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     tuned = get_peft_model(model, PrefixTuningConfig(task_type=TaskType.SEQ_2_SEQ_LM, num_virtual_tokens=8))
     prefix = [parameter for parameter in tuned.parameters() if parameter.requires_grad]
-    optimizer = torch.optim.Adam(prefix, lr=0.05)
-    losses = []
-    for _ in range(20):
-        loss = tuned(input_ids=SOURCE, attention_mask=MASK, labels=LABELS).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = training_losses(tuned, prefix, 0.05, 20, input_ids=SOURCE, attention_mask=MASK, labels=LABELS)
     assert losses[-1] < 0.85 * losses[0]
     assert all(torch.equal(model.state_dict()[name], tensor) for name, tensor in frozen.items())
     assert tuned.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=4).shape[0] == 2

@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel
 
-from conftest import tiny_config, tiny_model
+from conftest import tiny_config, tiny_model, training_losses
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, from_marian, to_marian
 from hf_tiny_transformer.marian import marian_config, marian_of_the_same_shape
 
@@ -122,15 +122,12 @@ def test_peft_prompt_tuning_trains_soft_prompts_on_the_frozen_model():
     tuned = get_peft_model(model, PromptTuningConfig(task_type=TaskType.SEQ_2_SEQ_LM, num_virtual_tokens=8))
     prompts = [parameter for parameter in tuned.parameters() if parameter.requires_grad]
     labels = torch.tensor([[20, 21, 22, 2], [23, 24, 2, -100]])
-    optimizer = torch.optim.Adam(prompts, lr=0.1)
-    losses = []
-    for _ in range(30):
-        loss = tuned(input_ids=SOURCE, attention_mask=MASK, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
+
+    def prompts_get_gradients():
         assert prompts[0].grad.abs().sum() > 0
-        optimizer.step()
-        losses.append(loss.item())
+
+    batch = {"input_ids": SOURCE, "attention_mask": MASK, "labels": labels}
+    losses = training_losses(tuned, prompts, 0.1, 30, after_backward=prompts_get_gradients, **batch)
     assert losses[-1] < 0.95 * losses[0]
     assert all(torch.equal(model.state_dict()[name], tensor) for name, tensor in frozen.items())
     generated = tuned.generate(input_ids=SOURCE, attention_mask=MASK, max_new_tokens=4)
