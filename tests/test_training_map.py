@@ -3,6 +3,7 @@ bad --runs is one line."""
 
 import importlib.util
 import json
+import subprocess
 from pathlib import Path
 
 from running import ROOT, assert_one_line_error, run_script
@@ -53,3 +54,16 @@ def test_a_folder_without_points_is_one_line(tmp_path):
     assert_one_line_error(result, f"--runs {tmp_path} holds no finished point; train one with training/map_point.sh")
     result = run_script("training_map.py", "--runs", str(tmp_path / "nope"))
     assert_one_line_error(result, f"--runs {tmp_path / 'nope'} is not a folder")
+
+
+def test_a_damaged_point_is_one_line_naming_its_file(tmp_path):
+    make_point(tmp_path, "en-ja-tiny-linear", 34, 33.5)
+    (tmp_path / "en-ja-tiny-linear" / "unseen.score").write_bytes(b"\xff\xfe garbage")
+    result = run_script("training_map.py", "--runs", str(tmp_path))
+    assert_one_line_error(result, f"{tmp_path / 'en-ja-tiny-linear' / 'unseen.score'} holds no JSON object")
+    result = subprocess.run(
+        ["bash", str(ROOT / "training" / "map_point.sh"), "x", "fr-en"], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "map_point.sh: pass a point's name and its direction (en-ja or ja-en), then train.py's flags"
+    ]

@@ -3,6 +3,10 @@
 # the decoding on dev, then score the test split, its "others" (test_far) and the unseen-words split.
 #   bash training/map_point.sh NAME en-ja|ja-en [train.py flags ...]   (CORPUS_DIR defaults to runs/unseen/corpus)
 set -euo pipefail
+if [[ $# -lt 2 || ! ${2:-} =~ ^(en-ja|ja-en)$ ]]; then
+  echo "map_point.sh: pass a point's name and its direction (en-ja or ja-en), then train.py's flags" >&2
+  exit 2
+fi
 name=$1 direction=$2; shift 2
 corpus=${CORPUS_DIR:-runs/unseen/corpus}
 out=runs/map/$name source=${direction%-*} target=${direction#*-}

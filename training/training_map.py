@@ -39,8 +39,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def last_json_line(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8").strip().splitlines()[-1])
+def json_object(path: Path) -> dict:
+    """The JSON object a file holds (a run's metrics.json) or ends with (evaluate_model.py's scores, after its
+    examples); one line naming the file otherwise."""
+    text = path.read_text(encoding="utf-8", errors="replace").strip()
+    for candidate in (text, text.splitlines()[-1] if text else ""):
+        try:
+            if isinstance(value := json.loads(candidate), dict):
+                return value
+        except ValueError:
+            continue
+    raise UsageError(f"{path} holds no JSON object; train or score that point again")
 
 
 def read_point(folder: Path) -> dict | None:
@@ -49,8 +58,7 @@ def read_point(folder: Path) -> dict | None:
     files = [folder / "metrics.json", folder / "hub" / "config.json", *(folder / f"{s}.score" for s in SPLITS)]
     if not name or not all(file.is_file() and file.stat().st_size for file in files):
         return None
-    metrics = json.loads(files[0].read_text(encoding="utf-8"))
-    config = json.loads(files[1].read_text(encoding="utf-8"))
+    metrics, config = json_object(files[0]), json_object(files[1])
     shape = f"{config['encoder_layers']}+{config['decoder_layers']} x {config['d_model']}"
     return {
         "point": folder.name,
@@ -58,7 +66,7 @@ def read_point(folder: Path) -> dict | None:
         "shape": shape,
         "minutes": metrics["train_runtime_s"] / 60,
         "steps": metrics["train_steps"],
-        **{split: last_json_line(folder / f"{split}.score") for split in SPLITS},
+        **{split: json_object(folder / f"{split}.score") for split in SPLITS},
     }
 
 
