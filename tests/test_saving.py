@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
 
 from bad_arguments import folder_digest
 from conftest import tiny_model
@@ -102,14 +101,6 @@ def dead_pid() -> int:
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
     )
     return int(child.stdout)
-
-
-@pytest.fixture
-def umask_027():
-    """Run under umask 027 (new files 0o640, new folders 0o750)."""
-    previous = os.umask(0o027)
-    yield
-    os.umask(previous)
 
 
 # --- staged_folder -------------------------------------------------------------------------------------------------
@@ -292,29 +283,6 @@ def test_replaced_file_removes_leftovers_of_dead_processes(tmp_path):
     assert os.listdir(tmp_path) == ["metrics.json"]
 
 
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
-
-
-def test_files_and_folders_get_the_usual_permissions(tmp_path, umask_027):
-    (tmp_path / "private.txt").write_text("old")
-    os.chmod(tmp_path / "private.txt", 0o600)
-    with replaced_file(tmp_path / "private.txt") as temporary:
-        assert mode(temporary) == 0o640
-    write_atomically(tmp_path / "new.txt", "new")
-    with staged_folder(tmp_path / "model") as staging:
-        assert mode(staging) == 0o750
-        write_files(staging, NEW)
-    assert mode(tmp_path / "private.txt") == mode(tmp_path / "new.txt") == 0o640
-    assert mode(tmp_path / "model") == 0o750
-    # a writer that makes its own files 0o600, as safetensors does
-    with replaced_file(tmp_path / "weights.safetensors") as temporary:
-        save_file({"w": torch.zeros(2)}, temporary)
-    with staged_folder(tmp_path / "model") as staging:
-        save_file({"w": torch.zeros(2)}, staging / "model.safetensors")
-    assert mode(tmp_path / "weights.safetensors") == mode(tmp_path / "model" / "model.safetensors") == 0o640
-
-
 # --- a real model folder ----------------------------------------------------------------------------------------------
 
 
@@ -403,7 +371,6 @@ def test_a_failed_hub_folder_save_leaves_the_earlier_folder_as_it_was(text_model
 
 
 def test_a_pipe_or_device_as_the_destination_is_written_into_not_replaced(tmp_path):
-    import stat
     import threading
 
     pipe = tmp_path / "pipe"

@@ -3,7 +3,6 @@ and join, English casing; a text longer than the model takes, translated sentenc
 front door (the pipeline, every engine's translator, the translate command, evaluate_model.py, the app); invisible
 characters, which no front door lets change a translation; the encodings text files are read in."""
 
-import codecs
 import json
 import logging
 import sys
@@ -565,30 +564,41 @@ def test_invisible_characters_do_not_change_a_translation(hostile_translations, 
     assert hostile_translations[kind] == hostile_translations["plain"]
 
 
-# Files: UTF-8, or the encoding a byte-order mark names; UTF-16 without a mark is refused.
+# Files: UTF-8 (a byte-order mark at the start is not text); UTF-16 and UTF-32 are refused.
 LINES = ["I eat cake.", "She reads books.", "私は緑茶が好きです。"]
 
 
-def encoded_with_its_mark(text: str, encoding: str) -> bytes:
-    mark = {"utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE}
-    mark |= {"utf-32-le": codecs.BOM_UTF32_LE, "utf-32-be": codecs.BOM_UTF32_BE}
-    return mark[encoding] + text.encode(encoding)
-
-
-@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
-def test_a_file_is_read_in_the_encoding_its_byte_order_mark_names(tmp_path, encoding):
+def test_a_utf8_file_with_a_byte_order_mark_reads_as_without_one(tmp_path):
     path = tmp_path / "sources.en"
-    path.write_bytes(encoded_with_its_mark("\n".join(LINES) + "\n", encoding))
+    path.write_bytes(b"\xef\xbb\xbf" + "\n".join(LINES).encode())
     assert read_lines(path) == LINES
 
 
-@pytest.mark.parametrize("encoding, name", [("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE")])
-def test_a_utf16_file_without_a_byte_order_mark_is_refused_with_the_fix(tmp_path, encoding, name):
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le"])
+def test_a_utf16_or_utf32_file_is_refused_with_the_fix(tmp_path, encoding):
+    """With a mark (not UTF-8 at its first byte, or NULs between the letters after it) or without one (ASCII in them
+    is valid UTF-8 with NULs between: it was read as other lines and words)."""
     path = tmp_path / "sources.en"
-    path.write_bytes("\n".join(LINES).encode(encoding))
+    path.write_bytes("\n".join(LINES[:2]).encode(encoding))
+    with pytest.raises(UsageError) as error:
+        read_lines(path, "--source_file")
+    assert str(error.value).startswith(f"--source_file {path} ")
+    assert "iconv -f" in str(error.value) and "-t UTF-8" in str(error.value)
+
+
+def test_a_stray_nul_in_a_file_is_no_reason_to_refuse_it(tmp_path):
+    """A NUL is an invisible character, which translating removes; only text of NULs between letters is refused."""
+    path = tmp_path / "sources.en"
+    path.write_bytes(b"I eat\0 cake.\nShe reads books.\n")
+    assert read_lines(path) == ["I eat\0 cake.", "She reads books."]
+
+
+def test_a_file_not_in_utf8_names_its_line(tmp_path):
+    path = tmp_path / "sources.ja"
+    path.write_bytes(b"I eat cake.\n" + "私は緑茶が好きです。\n".encode("shift_jis"))
     with pytest.raises(UsageError) as error:
         read_lines(path, "--source_file")
     assert str(error.value) == (
-        f"--source_file {path} looks like {name} text without a byte-order mark; convert it to UTF-8, e.g. with "
-        f"iconv -f {name} -t UTF-8"
+        f"--source_file {path} is not UTF-8 text (line 2); convert it with iconv -f ITS-ENCODING -t UTF-8 (UTF-16, "
+        "SHIFT_JIS ...)"
     )

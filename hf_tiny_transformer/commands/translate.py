@@ -11,9 +11,9 @@ once on stderr. Prints one translation per text (per line of standard input), in
 model takes at once is translated sentence by sentence and put back together (a line on stderr says so); a blank
 line gives a blank line. From standard input, lines are translated as they come: one at a time when a person types
 them, in batches of --batch_size from a file or a pipe, so that a file of any size is translated in constant memory.
-Lines end at "\\n" (or "\\r\\n") only. Standard input is UTF-8, or what a byte-order mark at its start says
-(UTF-16, UTF-32). Invisible characters (a zero-width space, a byte-order mark inside the text, NULs...) are not
-translated. With --stream (for a person at a terminal), each translation is printed as it grows, token by token.
+Lines end at "\\n" (or "\\r\\n") only. Standard input is UTF-8. Invisible characters (a zero-width space, a
+byte-order mark, NULs...) are not translated. With --stream (for a person at a terminal), each translation is printed
+as it grows, token by token.
 """
 
 import argparse
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import ArgumentParser, UsageError, WorkFailed, first_line
 from ..guards.runner import command_output
-from ..guards.text_files import BYTES_LOOKED_AT, UTF8, Encoding, encoding_of
+from ..guards.text_files import CONVERT, check_not_wide
 from ..serving.engines import direction_of, shipped_model
 from .flags import decoding_arguments, decoding_limits, decoding_settings, engine_arguments, load_translator_from
 
@@ -72,19 +72,15 @@ def check_utf8(text: str, what: str):
         ) from None
 
 
-def read_standard_input() -> Encoding:
-    """Set standard input to read text as it is written, and return its encoding: the one a byte-order mark at its
-    start names (peeked at, not consumed: the mark is an invisible character, which translating removes), UTF-8
-    without one; a UsageError when it looks like UTF-16 without a mark. A terminal is read as it is. Bytes not in the
-    encoding are an error, not text with surrogates in it; lines end at "\\n" only."""
+def read_standard_input():
+    """Set standard input to read UTF-8 text as it is written: bytes that are not UTF-8 are an error, not text with
+    surrogates in it; lines end at "\\n" only. A file or a pipe that starts in UTF-16 or UTF-32 (NULs between its
+    first letters) is a UsageError at once; a terminal is read as it is."""
     if not isinstance(sys.stdin, io.TextIOWrapper):
-        return UTF8
-    if sys.stdin.isatty():  # a person types: nothing to peek at before the first line
-        sys.stdin.reconfigure(errors="strict", newline="\n")
-        return UTF8
-    encoding = encoding_of(sys.stdin.buffer.peek(BYTES_LOOKED_AT), "standard input")
-    sys.stdin.reconfigure(encoding=encoding.codec, errors="strict", newline="\n")
-    return encoding
+        return
+    if not sys.stdin.isatty():  # a person types: nothing to peek at before the first line
+        check_not_wide(sys.stdin.buffer.peek(1024).decode("latin-1"), "standard input")
+    sys.stdin.reconfigure(encoding="utf-8", errors="strict", newline="\n")
 
 
 def print_growing(translations) -> None:
@@ -148,7 +144,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     interactive = not args.text and sys.stdin.isatty()
     translators = Translators(args)
-    encoding = UTF8 if args.text else read_standard_input()
+    if not args.text:
+        read_standard_input()
     if interactive:
         print("Type a text and press Enter (Ctrl-D to stop):", file=sys.stderr)
     stream_settings = {name: value for name, value in args.settings.items() if name != "batch_size"}
@@ -162,7 +159,7 @@ def main(argv=None) -> int:
                 else:
                     print("\n".join(translators.translate(batch, **args.settings)), flush=True)
     except UnicodeDecodeError:
-        raise UsageError(f"standard input is not {encoding.name} text; convert it, e.g. with iconv -t utf-8") from None
+        raise UsageError(f"standard input is not UTF-8 text; {CONVERT}") from None
     except Exception as error:  # raised by the model while it translated (streamed too: the thread's own error)
         if isinstance(error, UsageError | OSError):  # the runner's: a closed pipe, a full disk
             raise

@@ -1,8 +1,8 @@
 """Reading a saved model folder, one way for every command: the model and its tokenizer, or one line naming the
 folder, the file and the fix. Any error of the libraries while loading becomes that line; checked besides, where the
 library would go on silently or at great cost: weights that miss or add tensors (it would initialize them at random
-and only warn), NaN or infinity, a config far larger than its weights (built at that size before failing), a Hub id
-while nothing answers (half a minute of retries), decoding settings and token ids generate() cannot use.
+and only warn), NaN or infinity, a config far larger than its weights (built at that size before failing), decoding
+settings and token ids generate() cannot use.
 
     model, tokenizer = load_model_folder("runs/en-ja/hub")
 """
@@ -68,7 +68,7 @@ def load_model_folder(name: str, trust_remote_code: bool = False, **model_kwargs
 
 def check_model_source(name: str):
     """A path that does not exist, a file, a folder without config.json or an export: one line at once (not a Hub
-    lookup with retries); so is a Hub id not downloaded before while nothing answers from the Hub."""
+    lookup with retries)."""
     folder = Path(name)
     if folder.is_dir() and not (folder / "model.safetensors").is_file() and (kind := export_kind(folder)):
         raise UsageError(f"{name} is {KINDS[kind]} export, not a model folder; translate with it with its engine "
@@ -77,22 +77,9 @@ def check_model_source(name: str):
         raise UsageError(f"{name} has no config.json; pass a folder saved with save_pretrained")
     if folder.is_file():
         raise UsageError(f"{name} is a file; pass the model folder that holds it")
-    if folder.exists():
-        return
-    if (folder.parent != Path(".") and folder.parent.is_dir()) or not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name):
+    hub_id = re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) and not (folder.parent != Path(".") and folder.parent.is_dir())
+    if not folder.exists() and not hub_id:
         raise UsageError(f"{name} does not exist; pass a folder saved with save_pretrained, or a Hub id")
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
-    from huggingface_hub.errors import HfHubHTTPError
-
-    if isinstance(try_to_load_from_cache(name, "config.json"), str):
-        return  # downloaded before: the library loads it offline
-    try:
-        get_hf_file_metadata(hf_hub_url(name, "config.json"))  # one try, no retries
-    except HfHubHTTPError:
-        return  # the Hub answers (no such repository, a gated one): the library's own error says it
-    except Exception as error:  # offline mode, no network, a timeout
-        raise UsageError(f"{name} could not be downloaded ({first_line(error)}); go online, or download it once with "
-                         f"`hf download {name}`, or pass a local folder") from None  # fmt: skip
 
 
 def export_kind(folder: Path) -> str | None:

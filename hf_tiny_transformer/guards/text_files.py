@@ -1,67 +1,38 @@
 """The text files a command is given: one line per sentence, line-aligned pairs, a JSON object of flags.
 
-Lines end at "\\n" only (or "\\r\\n"), as `wc -l` counts them. Text is UTF-8, or what a byte-order mark at its start
-says (UTF-8, UTF-16 or UTF-32; the mark is not text). Every problem (missing, a folder, unreadable, not in its
-encoding, UTF-16 or UTF-32 without a mark, empty, not aligned, not JSON) is a `UsageError` in one line naming the file
-and the fix.
+Lines end at "\\n" only (or "\\r\\n"), as `wc -l` counts them. Text is UTF-8 (a byte-order mark at its start is
+not text). Every problem (missing, a folder, unreadable, not UTF-8, UTF-16 or UTF-32, empty, not aligned, not JSON)
+is a `UsageError` in one line naming the file and the fix.
 """
 
-import codecs
 import json
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 from ..errors import UsageError
 
-
-class Encoding(NamedTuple):
-    mark: bytes  # the byte-order mark the text starts with (b"" for none)
-    codec: str  # what reads the text after it
-    name: str  # for people
+CONVERT = "convert it with iconv -f ITS-ENCODING -t UTF-8 (UTF-16, SHIFT_JIS ...)"
 
 
-BYTE_ORDER_MARKS = [  # UTF-32 LE's mark first: it starts with UTF-16 LE's
-    Encoding(codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32"),
-    Encoding(codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32"),
-    Encoding(codecs.BOM_UTF8, "utf-8", "UTF-8"),
-    Encoding(codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16"),
-    Encoding(codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16"),
-]
-UTF8 = Encoding(b"", "utf-8", "UTF-8")
-BYTES_LOOKED_AT = 1024  # what tells a wide encoding without a mark
-
-
-def encoding_of(start: bytes, what: str) -> Encoding:
-    """The encoding of a text beginning with `start`: its mark's, else UTF-8; a UsageError naming `what` where it
-    looks like ASCII in UTF-16 or UTF-32 without a mark (one byte in every 2 or 4 is not NUL, always on one side)."""
-    if mark := next((encoding for encoding in BYTE_ORDER_MARKS if start.startswith(encoding.mark)), None):
-        return mark
-    start = start[:BYTES_LOOKED_AT]
-    for width in (4, 2):
-        units = [start[i : i + width] for i in range(0, len(start) - width + 1, width)]
-        little = sum(1 for unit in units if unit[0] and not any(unit[1:]))
-        big = sum(1 for unit in units if unit[-1] and not any(unit[:-1]))
-        if units and max(little, big) > len(units) / 2:
-            wide = f"UTF-{8 * width}{'LE' if little > big else 'BE'}"
-            raise UsageError(
-                f"{what} looks like {wide} text without a byte-order mark; convert it to UTF-8, e.g. with "
-                f"iconv -f {wide} -t UTF-8"
-            )
-    return UTF8
+def check_not_wide(text: str, what: str):
+    """A UsageError naming `what` where a quarter of the first characters of `text` are NUL: UTF-16 or UTF-32 text
+    read as UTF-8 (ASCII in them is valid UTF-8 with NULs between), which would be translated as other words. A stray
+    NUL is an invisible character, which translating removes."""
+    if (start := text[:1024]).count("\0") > len(start) / 4:
+        raise UsageError(f"{what} is not UTF-8 text (NULs between its letters, as in UTF-16 or UTF-32); convert it "
+                         "with iconv -f UTF-16 -t UTF-8")  # fmt: skip
 
 
 def decoded(data: bytes, what: str) -> str:
-    """The text the bytes `data` hold (see `encoding_of`); a UsageError naming `what` and the line otherwise."""
-    encoding = encoding_of(data, what)
-    body = data[len(encoding.mark) :]
+    """The UTF-8 text the bytes `data` hold, without a byte-order mark; a UsageError naming `what` and the line
+    otherwise."""
     try:
-        return body.decode(encoding.codec)
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        line = body[: error.start].decode(encoding.codec).count("\n") + 1
-        raise UsageError(
-            f"{what} is not {encoding.name} text (line {line}); convert it, e.g. with iconv -t utf-8"
-        ) from None
+        line = data[: error.start].count(b"\n") + 1
+        raise UsageError(f"{what} is not UTF-8 text (line {line}); {CONVERT}") from None
+    check_not_wide(text, what)
+    return text
 
 
 def text_lines(text: str) -> list[str]:
@@ -112,14 +83,4 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     return value
 
 
-__all__ = [
-    "Encoding",
-    "UTF8",
-    "BYTES_LOOKED_AT",
-    "encoding_of",
-    "decoded",
-    "text_lines",
-    "read_lines",
-    "read_aligned",
-    "read_json_object",
-]
+__all__ = ["CONVERT", "check_not_wide", "decoded", "text_lines", "read_lines", "read_aligned", "read_json_object"]

@@ -68,13 +68,6 @@ def _remove_leftovers(path: Path):
             _remove(entry)
 
 
-def _usual_mode(mode: int) -> int:
-    """`mode` less the umask: what `open()` (0o666) or `mkdir()` (0o777) gives (safetensors writes 0o600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return mode & ~umask
-
-
 @contextlib.contextmanager
 def replaced_file(path: str | os.PathLike) -> Iterator[Path]:
     """A new empty file beside `path` to write to, renamed over it when the block ends without an error, removed
@@ -85,7 +78,6 @@ def replaced_file(path: str | os.PathLike) -> Iterator[Path]:
     os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
     try:
         yield temporary
-        os.chmod(temporary, _usual_mode(0o666))
         stop_if_interrupted()
         os.replace(temporary, path)
     finally:
@@ -159,11 +151,6 @@ def staged_folder(folder: str | os.PathLike, keep: Iterable[str] = ()) -> Iterat
     staging.mkdir()
     try:
         yield staging
-        for root, folders, files in os.walk(staging):  # before the kept entries come in: only what this save wrote
-            for name in folders:
-                os.chmod(os.path.join(root, name), _usual_mode(0o777))
-            for name in files:
-                os.chmod(os.path.join(root, name), _usual_mode(0o666))
         if folder.is_dir():
             _keep(folder, staging, keep)
         stop_if_interrupted()
