@@ -2,8 +2,9 @@
 
     python benchmarks/speed_vs_marian.py [--repeats 7] [--device cpu] [--output runs/speed/result.json]
 
-Both models are built with random weights at the `tiny` shape (and, for one training measurement, at the
-`paper-base` shape) by the same code train.py uses for `--architecture marian`. Every workload is warmed up
+Our model is built with random weights at the `tiny` shape (and, for one training measurement, at the `paper-base`
+shape), and Marian is the same model converted (`hf_tiny_transformer.marian.to_marian`): both compute the same
+function with the same numbers, so that only the code differs. Every workload is warmed up
 first, then timed `--repeats` times with the two models taking turns, and the median is reported:
 - training: tokens/s (source + target tokens) of one forward + backward + AdamW step on a batch of 64
   sentence pairs, 16 source and 16 target tokens each, with label smoothing 0.1 as train.py computes it (ours
@@ -46,7 +47,7 @@ from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_sh
 from hf_tiny_transformer.guards.outputs import check_output
 from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import write_atomically
-from hf_tiny_transformer.marian import marian_of_the_same_shape
+from hf_tiny_transformer.marian import to_marian
 from hf_tiny_transformer.trainer.loss import LabelSmoothing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,13 +82,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def build_models(preset: str, vocab_size: int | None, device: str) -> dict[str, torch.nn.Module]:
-    """Ours and Marian at the same shape, random weights, on `device`."""
+    """Ours with random weights and Marian converted from it (the same function), on `device`."""
     config = load_shape(preset, **({"vocab_size": vocab_size} if vocab_size else {}))
     torch.manual_seed(0)
     ours = TinyTransformerForConditionalGeneration(config)
-    torch.manual_seed(0)
-    marian = marian_of_the_same_shape(config)
-    return {"ours": ours.to(device), "marian": marian.to(device)}
+    return {"ours": ours.to(device), "marian": to_marian(ours).to(device)}
 
 
 def random_ids(vocab_size: int, batch_size: int, length: int, device: str) -> torch.Tensor:
