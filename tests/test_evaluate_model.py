@@ -1,7 +1,7 @@
 """training/evaluate_model.py: a model's translations of a test set scored (BLEU, chrF, exact match) and written a
-line each, in the encoding-independent way every front door reads text; the exact-match gate of `make demo`; the
-metrics block of the model card rewritten, nothing else; a folder's own code run only when asked; a progress bar
-only at a terminal; bad arguments and files one line each, before any work."""
+line each, its source read as every front door reads text (UTF-8, a leading byte-order mark dropped); the
+exact-match gate of `make demo`; the metrics block of the model card rewritten, nothing else; a folder's own code run
+only when asked; a progress bar only at a terminal; bad arguments and files one line each, before any work."""
 
 import json
 
@@ -45,7 +45,7 @@ def test_a_file_in_utf16_is_one_line_naming_it(trained_demo_model, tmp_path):
         "evaluate_model.py", "--model", str(trained_demo_model), "--source_file", str(tmp_path / "sources.en"),
         "--reference_file", str(tmp_path / "references.ja"),
     )  # fmt: skip
-    assert_one_line_error(refused, f"--source_file {tmp_path / 'sources.en'} is not UTF-8 text", "iconv -f")
+    assert_one_line_error(refused, f"--source_file {tmp_path / 'sources.en'} is UTF-16LE text", "iconv -f UTF-16LE")
 
 
 def test_make_demos_gate_fails_below_its_exact_match(trained_demo_model, demo_files):

@@ -221,7 +221,7 @@ def test_a_hub_id_that_cannot_be_downloaded_offline_is_one_line(tmp_path):
     assert_one_line_error(
         ScriptResult(done.returncode, done.stdout, done.stderr),
         "--model someone/some-model: config.json cannot be loaded",
-        "check the Hub id",
+        "check the Hub id and the network, or pass a local folder",
     )
 
 

@@ -1,7 +1,7 @@
 """All-or-nothing saving (hf_tiny_transformer/guards/writing.py): a killed or failed save leaves the old files or the
 new ones, never a mix; a save replaces the whole folder, keeping only what its writer names (a Hub clone's history), and
-every folder writer over another model's folder writes what it writes into an empty one; leftovers are cleaned up;
-permissions are the usual ones."""
+every folder writer over another model's folder writes what it writes into an empty one; leftovers are cleaned
+up."""
 
 import itertools
 import json

@@ -564,7 +564,7 @@ def test_invisible_characters_do_not_change_a_translation(hostile_translations, 
     assert hostile_translations[kind] == hostile_translations["plain"]
 
 
-# Files: UTF-8 (a byte-order mark at the start is not text); UTF-16 and UTF-32 are refused.
+# Files: UTF-8 (a byte-order mark at the start is not text); UTF-16 and UTF-32 are refused, naming the iconv fix.
 LINES = ["I eat cake.", "She reads books.", "私は緑茶が好きです。"]
 
 
@@ -574,16 +574,20 @@ def test_a_utf8_file_with_a_byte_order_mark_reads_as_without_one(tmp_path):
     assert read_lines(path) == LINES
 
 
-@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le"])
-def test_a_utf16_or_utf32_file_is_refused_with_the_fix(tmp_path, encoding):
-    """With a mark (not UTF-8 at its first byte, or NULs between the letters after it) or without one (ASCII in them
-    is valid UTF-8 with NULs between: it was read as other lines and words)."""
+@pytest.mark.parametrize(
+    "encoding, name",
+    [("utf-16", "UTF-16LE"), ("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE"), ("utf-32", "UTF-32LE"),
+     ("utf-32-be", "UTF-32BE")],
+)  # fmt: skip
+def test_a_utf16_or_utf32_file_is_refused_with_the_fix(tmp_path, encoding, name):
+    """With a byte-order mark ("utf-16", "utf-32") or without: ASCII in them is valid UTF-8 with NULs between the
+    letters, and was read as other lines and words."""
     path = tmp_path / "sources.en"
     path.write_bytes("\n".join(LINES[:2]).encode(encoding))
     with pytest.raises(UsageError) as error:
         read_lines(path, "--source_file")
-    assert str(error.value).startswith(f"--source_file {path} ")
-    assert "iconv -f" in str(error.value) and "-t UTF-8" in str(error.value)
+    fix = f"convert it with iconv -f {name} -t UTF-8"
+    assert str(error.value) == f"--source_file {path} is {name} text, not UTF-8; {fix}"
 
 
 def test_a_stray_nul_in_a_file_is_no_reason_to_refuse_it(tmp_path):
@@ -593,12 +597,13 @@ def test_a_stray_nul_in_a_file_is_no_reason_to_refuse_it(tmp_path):
     assert read_lines(path) == ["I eat\0 cake.", "She reads books."]
 
 
-def test_a_file_not_in_utf8_names_its_line(tmp_path):
+@pytest.mark.parametrize("mark", [b"", b"\xef\xbb\xbf"])
+def test_a_file_not_in_utf8_names_its_line(tmp_path, mark):
     path = tmp_path / "sources.ja"
-    path.write_bytes(b"I eat cake.\n" + "私は緑茶が好きです。\n".encode("shift_jis"))
+    path.write_bytes(mark + b"I eat cake.\n" + "私は緑茶が好きです。\n".encode("shift_jis"))
     with pytest.raises(UsageError) as error:
         read_lines(path, "--source_file")
     assert str(error.value) == (
-        f"--source_file {path} is not UTF-8 text (line 2); convert it with iconv -f ITS-ENCODING -t UTF-8 (UTF-16, "
-        "SHIFT_JIS ...)"
+        f"--source_file {path} is not UTF-8 text (line 2); convert it with iconv -f ITS-ENCODING -t UTF-8 (e.g. "
+        "SHIFT_JIS)"
     )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import ArgumentParser, UsageError, WorkFailed, first_line
 from ..guards.runner import command_output
-from ..guards.text_files import CONVERT, check_not_wide
+from ..guards.text_files import check_not_wide
 from ..serving.engines import direction_of, shipped_model
 from .flags import decoding_arguments, decoding_limits, decoding_settings, engine_arguments, load_translator_from
 
@@ -74,12 +74,12 @@ def check_utf8(text: str, what: str):
 
 def read_standard_input():
     """Set standard input to read UTF-8 text as it is written: bytes that are not UTF-8 are an error, not text with
-    surrogates in it; lines end at "\\n" only. A file or a pipe that starts in UTF-16 or UTF-32 (NULs between its
-    first letters) is a UsageError at once; a terminal is read as it is."""
+    surrogates in it; lines end at "\\n" only. A file or a pipe that starts in UTF-16 or UTF-32 is a UsageError at
+    once (a person typing at a terminal gives nothing to look at before the first line)."""
     if not isinstance(sys.stdin, io.TextIOWrapper):
         return
-    if not sys.stdin.isatty():  # a person types: nothing to peek at before the first line
-        check_not_wide(sys.stdin.buffer.peek(1024).decode("latin-1"), "standard input")
+    if not sys.stdin.isatty():
+        check_not_wide(sys.stdin.buffer.peek(1024), "standard input")
     sys.stdin.reconfigure(encoding="utf-8", errors="strict", newline="\n")
 
 
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
                 else:
                     print("\n".join(translators.translate(batch, **args.settings)), flush=True)
     except UnicodeDecodeError:
-        raise UsageError(f"standard input is not UTF-8 text; {CONVERT}") from None
+        raise UsageError("standard input is not UTF-8 text; convert it with iconv -f ITS-ENCODING -t UTF-8") from None
     except Exception as error:  # raised by the model while it translated (streamed too: the thread's own error)
         if isinstance(error, UsageError | OSError):  # the runner's: a closed pipe, a full disk
             raise

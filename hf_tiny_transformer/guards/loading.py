@@ -150,7 +150,9 @@ def load_part(auto_class, name: str, file: str, trust_remote_code: bool, **kwarg
                              "--trust_remote_code to run it (trust_remote_code=True in Python)") from None  # fmt: skip
         if file == "tokenizer.json":
             file = next((part for part, text in parts.items() if text and not _is_json(text)), file)
-        fix = "save the model again or copy the folder anew" if Path(name).exists() else "check the Hub id"
+        fix = "save the model again or copy the folder anew"
+        if not Path(name).exists():
+            fix = "check the Hub id and the network, or pass a local folder"
         raise UsageError(f"{name}: {file} cannot be loaded ({first_line(error)}); {fix}") from None
 
 

@@ -5,34 +5,48 @@ not text). Every problem (missing, a folder, unreadable, not UTF-8, UTF-16 or UT
 is a `UsageError` in one line naming the file and the fix.
 """
 
+import codecs
 import json
 import os
 from pathlib import Path
 
 from ..errors import UsageError
 
-CONVERT = "convert it with iconv -f ITS-ENCODING -t UTF-8 (UTF-16, SHIFT_JIS ...)"
+WIDE_MARKS = {  # UTF-32LE's first: it starts with UTF-16LE's
+    codecs.BOM_UTF32_LE: "UTF-32LE",
+    codecs.BOM_UTF32_BE: "UTF-32BE",
+    codecs.BOM_UTF16_LE: "UTF-16LE",
+    codecs.BOM_UTF16_BE: "UTF-16BE",
+}
 
 
-def check_not_wide(text: str, what: str):
-    """A UsageError naming `what` where a quarter of the first characters of `text` are NUL: UTF-16 or UTF-32 text
-    read as UTF-8 (ASCII in them is valid UTF-8 with NULs between), which would be translated as other words. A stray
-    NUL is an invisible character, which translating removes."""
-    if (start := text[:1024]).count("\0") > len(start) / 4:
-        raise UsageError(f"{what} is not UTF-8 text (NULs between its letters, as in UTF-16 or UTF-32); convert it "
-                         "with iconv -f UTF-16 -t UTF-8")  # fmt: skip
+def check_not_wide(start: bytes, what: str):
+    """A UsageError naming `what` and the `iconv` that converts it where the bytes `start` begin UTF-16 or UTF-32
+    text: by its byte-order mark, or ASCII without one (in every 2 or 4 bytes one is not NUL, always on one side),
+    which reads as valid UTF-8 with NULs between the letters and would be translated as other words."""
+    wide = next((name for mark, name in WIDE_MARKS.items() if start.startswith(mark)), None)
+    start = start[:1024]
+    for width in (4, 2):
+        units = [start[i : i + width] for i in range(0, len(start) - width + 1, width)]
+        little = sum(1 for unit in units if unit[0] and not any(unit[1:]))
+        big = sum(1 for unit in units if unit[-1] and not any(unit[:-1]))
+        if not wide and units and max(little, big) > len(units) / 2:
+            wide = f"UTF-{8 * width}{'LE' if little > big else 'BE'}"
+    if wide:
+        raise UsageError(f"{what} is {wide} text, not UTF-8; convert it with iconv -f {wide} -t UTF-8")
 
 
 def decoded(data: bytes, what: str) -> str:
-    """The UTF-8 text the bytes `data` hold, without a byte-order mark; a UsageError naming `what` and the line
-    otherwise."""
+    """The UTF-8 text the bytes `data` hold, without a byte-order mark at the start; a UsageError naming `what` (and
+    the line) otherwise."""
+    check_not_wide(data, what)
+    body = data.removeprefix(codecs.BOM_UTF8)
     try:
-        text = data.decode("utf-8-sig")
+        return body.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise UsageError(f"{what} is not UTF-8 text (line {line}); {CONVERT}") from None
-    check_not_wide(text, what)
-    return text
+        line = body[: error.start].count(b"\n") + 1
+        raise UsageError(f"{what} is not UTF-8 text (line {line}); convert it with iconv -f ITS-ENCODING -t UTF-8 "
+                         "(e.g. SHIFT_JIS)") from None  # fmt: skip
 
 
 def text_lines(text: str) -> list[str]:
@@ -83,4 +97,4 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     return value
 
 
-__all__ = ["CONVERT", "check_not_wide", "decoded", "text_lines", "read_lines", "read_aligned", "read_json_object"]
+__all__ = ["check_not_wide", "decoded", "text_lines", "read_lines", "read_aligned", "read_json_object"]
