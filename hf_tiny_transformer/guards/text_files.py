@@ -20,19 +20,25 @@ WIDE_MARKS = {  # UTF-32LE's first: it starts with UTF-16LE's
 }
 
 
-def check_not_wide(start: bytes, what: str):
-    """A UsageError naming `what` and the `iconv` that converts it where the bytes `start` begin UTF-16 or UTF-32
-    text: by its byte-order mark, or ASCII without one (in every 2 or 4 bytes one is not NUL, always on one side),
-    which reads as valid UTF-8 with NULs between the letters and would be translated as other words."""
-    wide = next((name for mark, name in WIDE_MARKS.items() if start.startswith(mark)), None)
+def wide_encoding(start: bytes) -> str | None:
+    """The UTF-16 or UTF-32 encoding (with its byte order) of a text beginning with the bytes `start`: its byte-order
+    mark's, or that of ASCII without one (in every 2 or 4 bytes one is not NUL, always on one side); None for none."""
+    if mark := next((name for mark, name in WIDE_MARKS.items() if start.startswith(mark)), None):
+        return mark
     start = start[:1024]
     for width in (4, 2):
         units = [start[i : i + width] for i in range(0, len(start) - width + 1, width)]
         little = sum(1 for unit in units if unit[0] and not any(unit[1:]))
         big = sum(1 for unit in units if unit[-1] and not any(unit[:-1]))
-        if not wide and units and max(little, big) > len(units) / 2:
-            wide = f"UTF-{8 * width}{'LE' if little > big else 'BE'}"
-    if wide:
+        if units and max(little, big) > len(units) / 2:
+            return f"UTF-{8 * width}{'LE' if little > big else 'BE'}"
+    return None
+
+
+def check_not_wide(start: bytes, what: str):
+    """A UsageError naming `what` and the `iconv` that converts it where `start` begins UTF-16 or UTF-32 text, which
+    reads as valid UTF-8 with NULs between the letters and would be translated as other words."""
+    if wide := wide_encoding(start):
         raise UsageError(f"{what} is {wide} text, not UTF-8; convert it with iconv -f {wide} -t UTF-8")
 
 
