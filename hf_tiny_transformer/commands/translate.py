@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import ArgumentParser, UsageError, WorkFailed, first_line
 from ..guards.runner import command_output
-from ..guards.text_files import check_not_wide
+from ..guards.text_files import SNIFFED, check_not_wide
 from ..serving.engines import direction_of, shipped_model
 from .flags import decoding_arguments, decoding_limits, decoding_settings, engine_arguments, load_translator_from
 
@@ -79,7 +79,7 @@ def read_standard_input():
     if not isinstance(sys.stdin, io.TextIOWrapper):
         return
     if not sys.stdin.isatty():
-        check_not_wide(sys.stdin.buffer.peek(1024), "standard input")
+        check_not_wide(sys.stdin.buffer.peek(SNIFFED), "standard input")
     sys.stdin.reconfigure(encoding="utf-8", errors="strict", newline="\n")
 
 

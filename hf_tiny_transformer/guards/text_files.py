@@ -18,6 +18,7 @@ WIDE_MARKS = {  # UTF-32LE's first: it starts with UTF-16LE's
     codecs.BOM_UTF16_LE: "UTF-16LE",
     codecs.BOM_UTF16_BE: "UTF-16BE",
 }
+SNIFFED = 1024  # the bytes of a text's start that tell UTF-16 or UTF-32 without a byte-order mark
 
 
 def wide_encoding(start: bytes) -> str | None:
@@ -25,7 +26,7 @@ def wide_encoding(start: bytes) -> str | None:
     mark's, or that of ASCII without one (in every 2 or 4 bytes one is not NUL, always on one side); None for none."""
     if mark := next((name for mark, name in WIDE_MARKS.items() if start.startswith(mark)), None):
         return mark
-    start = start[:1024]
+    start = start[:SNIFFED]
     for width in (4, 2):
         units = [start[i : i + width] for i in range(0, len(start) - width + 1, width)]
         little = sum(1 for unit in units if unit[0] and not any(unit[1:]))
@@ -103,4 +104,4 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     return value
 
 
-__all__ = ["check_not_wide", "decoded", "text_lines", "read_lines", "read_aligned", "read_json_object"]
+__all__ = ["SNIFFED", "check_not_wide", "decoded", "text_lines", "read_lines", "read_aligned", "read_json_object"]
