@@ -30,6 +30,17 @@ def test_beam_search_with_and_without_cache_gives_identical_tokens(model):
     assert not torch.equal(cached, generate(model))  # beam search really searched
 
 
+def test_beam_search_reordering_only_self_attention_scores_as_reordering_the_whole_cache(model, monkeypatch):
+    """The model's `_reorder_cache` leaves the cross-attention keys and values in place (each beam of a sentence
+    holds the same); without the hook generate reorders the whole cache: the same beams with the same scores."""
+    scored = {"num_beams": 4, "num_return_sequences": 4, "output_scores": True, "return_dict_in_generate": True}
+    ours = generate(model, **scored)
+    monkeypatch.delattr(type(model), "_reorder_cache")
+    whole = generate(model, **scored)
+    assert torch.equal(ours.sequences, whole.sequences)
+    assert torch.equal(ours.sequences_scores, whole.sequences_scores)
+
+
 def test_static_cache_gives_the_same_tokens(model):
     assert torch.equal(generate(model, cache_implementation="static"), generate(model, use_cache=False))
 

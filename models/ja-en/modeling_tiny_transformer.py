@@ -674,6 +674,14 @@ class TinyTransformerForConditionalGeneration(TinyTransformerPreTrainedModel, Ge
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    def _reorder_cache(self, cache: EncoderDecoderCache, beam_idx: torch.LongTensor) -> EncoderDecoderCache:
+        """Beam search's choice of beams after each step (`generate` calls this hook where a model has it): only the
+        self-attention keys and values are reordered. The beams of a sentence share its encoder output, repeated for
+        each beam, so their cross-attention keys and values are equal rows, and beam search picks among the beams of
+        the same sentence: reordering them would copy every row onto an equal one at each step."""
+        cache.self_attention_cache.reorder_cache(beam_idx)
+        return cache
+
     @can_return_tuple
     @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
