@@ -3,6 +3,8 @@ start (hardware.CPUINFO, what the detection reads), CUDA faked where that can be
 it (no --use_cpu). Expected values are written out."""
 
 import json
+import re
+import shlex
 
 import datasets
 import pytest
@@ -171,6 +173,20 @@ def test_auto_on_a_cpu_without_bf16_times_nothing(demo_files, tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["precision"], metrics["precision_reason"], metrics["attention"]) == ("fp32", NO_BF16, "sdpa")
     assert metrics["precision_trial_seconds_per_step"] == {}
+
+
+def test_the_training_maps_widest_shape_trains_in_float32_where_bf16_is_absent(demo_files, tmp_path):
+    """The map's `wide` shape, its flags as docs/training-map.md gives them, on a CPU without bfloat16: the automatic
+    choice trains it in float32, at whatever speed that CPU has."""
+    flags = re.search(r'^WIDE="(.+)"$', (ROOT / "docs" / "training-map.md").read_text(), re.MULTILINE)[1]
+    out = tmp_path / "run"
+    run = small_run(demo_files, out, *shlex.split(flags))
+    result = run_script("train.py", *run, cpuinfo=fake_cpuinfo(tmp_path, AVX2), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert (metrics["precision"], metrics["precision_reason"], metrics["train_steps"]) == ("fp32", NO_BF16, 2)
+    config = json.loads((out / "hub" / "config.json").read_text())
+    assert (config["d_model"], config["encoder_ffn_dim"], config["decoder_attention_heads"]) == (512, 2048, 8)
 
 
 def test_a_resumed_run_keeps_the_mode_it_trained_in(demo_files, tmp_path):
