@@ -6,7 +6,7 @@ Our model is built with random weights at the `tiny` shape (and, for one trainin
 shape), and Marian is the same model converted (`hf_tiny_transformer.marian.to_marian`): both compute the same
 function with the same numbers, so that only the code differs. Every workload is warmed up
 first, then timed `--repeats` times with the two models taking turns, and the median is reported:
-- training: tokens/s (source + target tokens) of one forward + backward + AdamW step on a batch of 64
+- training: tokens/s (source + target tokens) of one forward + backward + AdamW step on a batch of 64 (--batch_size)
   sentence pairs, 16 source and 16 target tokens each, with label smoothing 0.1 as train.py computes it (ours
   by the fused loss TranslationTrainer hands Trainer, Marian by Trainer's LabelSmoother); in float32, and with
   --bf16 also in bfloat16 (CPU autocast, Trainer's --bf16) for both and ours in bfloat16 against Marian in
@@ -44,6 +44,7 @@ from transformers import GenerationConfig
 from transformers.trainer_pt_utils import LabelSmoother
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
+from hf_tiny_transformer.errors import UsageError
 from hf_tiny_transformer.guards.outputs import check_output
 from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import write_atomically
@@ -52,7 +53,7 @@ from hf_tiny_transformer.trainer.loss import LabelSmoothing
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BATCH_SIZE, SOURCE_LENGTH, TARGET_LENGTH, NEW_TOKENS = 64, 16, 16, 24
+SOURCE_LENGTH, TARGET_LENGTH, NEW_TOKENS = 16, 16, 24
 LABEL_SMOOTHING = 0.1  # the paper's, and train.py's default
 GENERATION_WORKLOADS = {"greedy_b1": (1, 1), "greedy_b32": (32, 1), "beam4_b8": (8, 4)}  # (batch, beams)
 
@@ -63,6 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs of each workload and model first")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--vocab_size", type=int, default=8000, help="vocabulary of the tiny shape")
+    parser.add_argument("--batch_size", type=int, default=64, help="sentence pairs in a training step's batch")
     parser.add_argument("--skip_paper_base", action="store_true", help="leave out the paper-base training")
     parser.add_argument("--skip_generation", action="store_true", help="measure training only")
     parser.add_argument(
@@ -232,12 +234,12 @@ def peak_training_memory(step: TrainingStep) -> int:
     return memory.peak
 
 
-def training_batch(vocab_size: int, device: str) -> dict[str, torch.Tensor]:
-    input_ids = random_ids(vocab_size, BATCH_SIZE, SOURCE_LENGTH, device)
+def training_batch(vocab_size: int, batch_size: int, device: str) -> dict[str, torch.Tensor]:
+    input_ids = random_ids(vocab_size, batch_size, SOURCE_LENGTH, device)
     return {
         "input_ids": input_ids,
         "attention_mask": torch.ones_like(input_ids),
-        "labels": random_ids(vocab_size, BATCH_SIZE, TARGET_LENGTH, device),
+        "labels": random_ids(vocab_size, batch_size, TARGET_LENGTH, device),
     }
 
 
@@ -245,7 +247,7 @@ def measure_training(preset: str, vocab_size: int | None, args) -> dict[str, dic
     """Training tokens/s of both models in float32 and, with --bf16, in bfloat16 and ours in bfloat16 against
     Marian in float32 (the library's default); and the peak memory of a float32 step."""
     models = build_models(preset, vocab_size, args.device)
-    batch = training_batch(models["ours"].config.vocab_size, args.device)
+    batch = training_batch(models["ours"].config.vocab_size, args.batch_size, args.device)
     precisions = ("fp32", "bf16") if args.bf16 else ("fp32",)
     steps = {
         f"{name}_{precision}": TrainingStep(model, batch, args.device, bf16=precision == "bf16")
@@ -253,7 +255,8 @@ def measure_training(preset: str, vocab_size: int | None, args) -> dict[str, dic
         for precision in precisions
     }
     times = timed_rounds(steps, args.repeats, args.warmup)
-    speed = {name: BATCH_SIZE * (SOURCE_LENGTH + TARGET_LENGTH) / statistics.median(t) for name, t in times.items()}
+    tokens = args.batch_size * (SOURCE_LENGTH + TARGET_LENGTH)
+    speed = {name: tokens / statistics.median(t) for name, t in times.items()}
     prefix = "" if preset == "tiny" else f"{preset.replace('-', '_')}_"
     pairs = {"training_fp32": ("ours_fp32", "marian_fp32")}
     if args.bf16:
@@ -342,6 +345,8 @@ def measure_generation(args) -> dict[str, dict[str, float]]:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if small := next((flag for flag in ("repeats", "batch_size") if getattr(args, flag) < 1), None):
+        raise UsageError(f"--{small} {getattr(args, small)} is too small; pass 1 or more")
     with contextlib.suppress(OSError):  # reports go under runs/, new in a clone; check_output names a problem
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     check_output(args.output, kind="file", flag="--output")
