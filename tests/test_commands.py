@@ -367,16 +367,6 @@ def test_ctrl_c_during_export_onnx_is_one_line_and_leaves_nothing(trained_demo_m
     assert list(place.iterdir()) == []
 
 
-# The scripts whose imports take seconds (torch, transformers); the others import nothing heavy, and their window
-# for Ctrl-C is too short to aim at.
-@pytest.mark.parametrize("script", ["average_checkpoints.py", "compare_models.py", "evaluate_model.py", "train.py"])
-def test_ctrl_c_while_a_training_script_imports_its_libraries_is_one_line(tmp_path, script):
-    """Pressed once torch is imported (the script's own imports of transformers and this package then go on), before
-    its runner starts: the runner's one line and exit status 130, no traceback."""
-    result = interrupted([sys.executable, str(ROOT / "training" / script), "--help"], imported("torch"), tmp_path)
-    assert_interrupted(result, script)
-
-
 @pytest.mark.parametrize(
     "code, problem",
     [(errno.ENOSPC, "no space is left on its disk"), (errno.EDQUOT, "your disk quota there is used up")],

@@ -13,15 +13,11 @@ of a run and makes the average the run's final model.
 import sys
 from pathlib import Path
 
-from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
-
-if __name__ == "__main__":
-    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
-
 from hf_tiny_transformer.commands.flags import trust_remote_code_argument
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, about, at_least, first_line
 from hf_tiny_transformer.guards.loading import load_model_folder
 from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import staged_folder
 from hf_tiny_transformer.trainer.checkpoints import average_checkpoints, last_checkpoints
 

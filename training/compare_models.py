@@ -18,11 +18,6 @@ import json
 import statistics
 import sys
 
-from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
-
-if __name__ == "__main__":
-    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
-
 import torch
 from sacrebleu.significance import PairedTest
 
@@ -38,6 +33,7 @@ from hf_tiny_transformer.errors import ArgumentParser, about
 from hf_tiny_transformer.evaluation import BOOTSTRAP_SAMPLES, bleu_metric
 from hf_tiny_transformer.guards.loading import load_model_folder
 from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.serving.translator import TransformersTranslator
 

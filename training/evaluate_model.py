@@ -19,11 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
-
-if __name__ == "__main__":
-    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
-
 from hf_tiny_transformer.commands.flags import (
     decoding_arguments,
     decoding_limits,
@@ -37,6 +32,7 @@ from hf_tiny_transformer.data.tokenizer import lowercases
 from hf_tiny_transformer.errors import ArgumentParser, UsageError
 from hf_tiny_transformer.evaluation import bleu_tokenization, scores
 from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.hub import with_evaluation
 

@@ -14,13 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
-
-if __name__ == "__main__":
-    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
-
 from hf_tiny_transformer.errors import ArgumentParser, UsageError
 from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.text_files import decoded, text_lines
 from hf_tiny_transformer.guards.writing import staged_folder
 

@@ -8,14 +8,10 @@ together in training (see hf_tiny_transformer/data/demo_corpus.py). Each file is
 
 import sys
 
-from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
-
-if __name__ == "__main__":
-    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
-
 from hf_tiny_transformer.data.demo_corpus import make_demo_corpus
 from hf_tiny_transformer.errors import ArgumentParser
 from hf_tiny_transformer.guards.outputs import check_output
+from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import write_atomically
 
 

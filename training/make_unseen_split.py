@@ -23,13 +23,9 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
-
-if __name__ == "__main__":
-    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
-
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.text_files import read_aligned
 from hf_tiny_transformer.guards.writing import staged_folder
 

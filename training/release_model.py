@@ -13,12 +13,6 @@ section on this release and the commands that made it (`--made_with`). Score the
 """
 
 import sys
-
-from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
-
-if __name__ == "__main__":
-    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
-
 from pathlib import Path
 
 import torch
@@ -27,6 +21,7 @@ from huggingface_hub import ModelCard
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, about
 from hf_tiny_transformer.guards.loading import load_model_folder
 from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.hub import save_for_hub
 from hf_tiny_transformer.serving.ctranslate2 import export_ctranslate2
 from hf_tiny_transformer.serving.files import EXPORT_WRITES

@@ -22,11 +22,6 @@ import time
 
 STARTED = time.monotonic()  # a time budget counts from here, before the heavy imports
 
-from hf_tiny_transformer.guards.runner import interrupted_while_importing, run
-
-if __name__ == "__main__":
-    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
-
 import json
 import logging
 import shutil
@@ -42,6 +37,7 @@ from hf_tiny_transformer.errors import UsageError, about
 from hf_tiny_transformer.guards.loading import load_model_folder
 from hf_tiny_transformer.guards.lock import hold_output_dir
 from hf_tiny_transformer.guards.outputs import check_output, inputs_of
+from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.hardware import describe, flush_denormals, keep_compiled_kernels
 from hf_tiny_transformer.trainer.arguments import parse_arguments
 from hf_tiny_transformer.trainer.budget import time_budget

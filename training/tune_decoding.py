@@ -14,11 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-from hf_tiny_transformer.guards.runner import interrupted_while_importing
-
-if __name__ == "__main__":
-    interrupted_while_importing()  # Ctrl-C while the libraries below import: one line, exit status 130
-
 from hf_tiny_transformer.commands import flags
 from hf_tiny_transformer.data.tokenizer import lowercases
 from hf_tiny_transformer.errors import ArgumentParser, UsageError, first_line

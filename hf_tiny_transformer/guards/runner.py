@@ -61,21 +61,6 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
             return _failed(prog, f"{problem} ({first_line(error)}){fix}", 1)
 
 
-def interrupted_while_importing() -> None:
-    """Ctrl-C before run() starts, while a script imports its libraries: the runner's one line and exit status 130,
-    without a traceback. Where Ctrl-C is ignored (a background job of a shell script) it stays ignored."""
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        prog = Path(sys.argv[0]).name
-
-        def stop(signal_number, frame):
-            sys.stderr.write(f"{prog}: interrupted\n")
-            sys.stderr.flush()
-            # not sys.exit: its exception can land in a callback of the import machinery, which prints it and goes on
-            os._exit(130)
-
-        signal.signal(signal.SIGINT, stop)
-
-
 @contextlib.contextmanager
 def _ctrl_c_remembered() -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt, so that saves in progress clean up, and is remembered (`interrupted`): a
@@ -141,4 +126,4 @@ def command_output(stream) -> Iterator[logging.Logger]:
         logger.removeHandler(handler)
 
 
-__all__ = ["run", "command_output", "interrupted_while_importing"]
+__all__ = ["run", "command_output"]
