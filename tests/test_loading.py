@@ -192,7 +192,7 @@ def test_positions_far_more_than_the_model_holds_are_refused_before_the_table_is
         "translate", "--model", str(folder), "I like tea.", setup=("test_loading", "refuse_the_librarys_load", ())
     )
     assert_one_line_error(
-        result, f"--model {folder}: config.json's max_position_embeddings 4000000 asks for a positional table larger"
+        result, f"--model {folder}: config.json's max_position_embeddings 4000000 does not fit model.safetensors"
     )
 
 
