@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import importlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -48,12 +48,12 @@ def open_export(
     kind: str,
     keys: tuple[str, ...],
     files: tuple[str, ...],
-    load_tokenizer=None,
-    load_generation_config=None,
+    load_tokenizer: Callable[[Path], object],
+    load_generation_config: Callable[[Path], object],
 ) -> TranslatorFiles:
     """An export of `kind`: its settings (a JSON object with `keys`), `files` and TRANSLATOR_FILES present, the
-    tokenizer and generation config loaded (by transformers, or the loaders given), the tokenizer the one it was
-    exported with; else a ValueError."""
+    tokenizer and generation config loaded by the loaders given, the tokenizer the one it was exported with; else a
+    ValueError."""
     if (found := export_kind(folder) if folder.is_dir() else None) != kind:
         raise ValueError(
             f"{folder} is {KINDS[found]} export, not {KINDS[kind]} one; translate with it with the {found} engine "
@@ -65,9 +65,9 @@ def open_export(
     settings = read_settings(folder, kind, keys)
     check_files(folder, (*files, *TRANSLATOR_FILES), kind)
     with errors_naming(folder / "tokenizer.json", "cannot be loaded", kind):
-        tokenizer = (load_tokenizer or _transformers_tokenizer)(folder)
+        tokenizer = load_tokenizer(folder)
     with errors_naming(folder / "generation_config.json", "cannot be loaded", kind):
-        generation_config = (load_generation_config or _transformers_generation_config)(folder)
+        generation_config = load_generation_config(folder)
     if not starts(generation_config):
         raise ValueError(f"{folder / 'generation_config.json'} names no decoder_start_token_id; {export_again(kind)}")
     if settings.get("vocabulary", vocabulary_digest(tokenizer)) != vocabulary_digest(tokenizer):
@@ -75,18 +75,6 @@ def open_export(
             f"{folder / 'tokenizer.json'} is not the tokenizer the model was exported with; {export_again(kind)}"
         )
     return TranslatorFiles(settings, tokenizer, generation_config)
-
-
-def _transformers_tokenizer(folder: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(folder)
-
-
-def _transformers_generation_config(folder: Path):
-    from transformers import GenerationConfig
-
-    return GenerationConfig.from_pretrained(folder)
 
 
 def starts(generation_config) -> bool:

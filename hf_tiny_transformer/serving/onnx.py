@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 
 import torch
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import AutoTokenizer, GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
@@ -341,7 +341,8 @@ def check_onnx_export(folder: str | os.PathLike) -> TranslatorFiles:
     settings file (a valid config, a quantization), every graph it must hold readable and of the settings' shape,
     the tokenizer and generation config loaded. Raises a ValueError naming the file and the fix."""
     folder = Path(folder)
-    files = open_export(folder, "onnx", ("config", "quantization"), ())
+    loaders = (AutoTokenizer.from_pretrained, GenerationConfig.from_pretrained)
+    files = open_export(folder, "onnx", ("config", "quantization"), (), *loaders)
     config = settings_config(folder, files.settings)
     graphs = graph_files(folder, files.settings["quantization"])
     check_files(folder, graphs, "onnx")
