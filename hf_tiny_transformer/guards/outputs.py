@@ -10,29 +10,18 @@ that adds to a folder (train.py) leaves the rest alone. Nothing is written throu
 entry where the command writes is found before its work, not after.
 """
 
-import contextlib
-import contextvars
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from fnmatch import fnmatch
 from pathlib import Path
 
 from ..errors import UsageError
 
 CHECKPOINT = re.compile(r"checkpoint-\d+")
-# The outputs the running command has checked, `--flag path` each: what a full disk is reported against.
-_recorded: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("recorded_outputs", default=None)
-
-
-@contextlib.contextmanager
-def recorded_outputs() -> Iterator[list[str]]:
-    """The outputs check_output passes while the block runs, as `--flag path`, in the list it yields."""
-    token = _recorded.set([])
-    try:
-        yield _recorded.get()
-    finally:
-        _recorded.reset(token)
+# The outputs the running command has checked, `--flag path` each (the runner empties it at the start): what a full
+# disk is reported against.
+CHECKED: list[str] = []
 
 
 def inputs_of(*arguments, but: Iterable[str] = ()) -> list[Path]:
@@ -138,9 +127,8 @@ def check_output(
     )
     if problem:
         raise UsageError(f"{flag} {path}{problem}")
-    if (outputs := _recorded.get()) is not None:
-        outputs.append(f"{flag} {path}")
+    CHECKED.append(f"{flag} {path}")
     return path
 
 
-__all__ = ["check_output", "inputs_of", "recorded_outputs"]
+__all__ = ["check_output", "inputs_of", "CHECKED"]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import UsageError, WorkFailed, first_line, is_rust_panic
-from .outputs import recorded_outputs
+from .outputs import CHECKED
 from .writing import interrupted, stop_if_interrupted
 
 FULL_DISK = {errno.ENOSPC: "no space is left on its disk", errno.EDQUOT: "your disk quota there is used up"}
@@ -28,37 +28,37 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
     and 1; a Rust library's panic (a tokenizer's regex on this text) one line after the panic's own, and 1. The
     libraries' progress bars show only where stderr is a terminal (in a file their carriage returns are noise)."""
     prog = prog or Path(sys.argv[0]).name
-    with recorded_outputs() as outputs:
-        try:
-            with _ctrl_c_remembered():
-                if not sys.stderr.isatty():
-                    _hide_progress_bars()
-                status = main(argv) or 0
-                stop_if_interrupted()  # pressed, and its KeyboardInterrupt lost on the way
-                return status
-        except UsageError as error:
-            return _failed(prog, first_line(error), 2)
-        except WorkFailed as error:
-            return _failed(prog, first_line(error), 1)
-        except KeyboardInterrupt as error:  # its message, where it has one, says what is in place
-            return _failed(prog, f"interrupted ({error})" if str(error) else "interrupted", 130)
-        except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to write
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
-        except BaseException as error:
-            if full := _full_disk(error):
-                place = ", ".join(outputs) or getattr(error, "filename", None)
-                fix = (
-                    "free space there or choose another place"
-                    if place
-                    else "free space there or write the output elsewhere"
-                )
-                return _failed(prog, f"{place or 'writing its output'}: {full}; {fix}", 1)
-            if not is_rust_panic(error):
-                raise
-            problem = "the model's tokenizer fails on this text" if "Onig" in str(error) else "a Rust library failed"
-            fix = "; fix the regex of tokenizer.json's normalizer or pre-tokenizer" if "Onig" in str(error) else ""
-            return _failed(prog, f"{problem} ({first_line(error)}){fix}", 1)
+    CHECKED.clear()
+    try:
+        with _ctrl_c_remembered():
+            if not sys.stderr.isatty():
+                _hide_progress_bars()
+            status = main(argv) or 0
+            stop_if_interrupted()  # pressed, and its KeyboardInterrupt lost on the way
+            return status
+    except UsageError as error:
+        return _failed(prog, first_line(error), 2)
+    except WorkFailed as error:
+        return _failed(prog, first_line(error), 1)
+    except KeyboardInterrupt as error:  # its message, where it has one, says what is in place
+        return _failed(prog, f"interrupted ({error})" if str(error) else "interrupted", 130)
+    except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to write
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except BaseException as error:
+        if full := _full_disk(error):
+            place = ", ".join(CHECKED) or getattr(error, "filename", None)
+            fix = (
+                "free space there or choose another place"
+                if place
+                else "free space there or write the output elsewhere"
+            )
+            return _failed(prog, f"{place or 'writing its output'}: {full}; {fix}", 1)
+        if not is_rust_panic(error):
+            raise
+        problem = "the model's tokenizer fails on this text" if "Onig" in str(error) else "a Rust library failed"
+        fix = "; fix the regex of tokenizer.json's normalizer or pre-tokenizer" if "Onig" in str(error) else ""
+        return _failed(prog, f"{problem} ({first_line(error)}){fix}", 1)
 
 
 @contextlib.contextmanager
