@@ -17,9 +17,9 @@ import pytest
 import torch
 
 import child_process
-from running import few_steps, run_script
+from running import ROOT, few_steps, run_script
 
-SHARED_BUILDS = ("trained_demo_model", "demo_ct2", "demo_onnx", "demo_onnx_int8", "checkpointed_run")
+SHARED_BUILDS = ("trained_demo_model", "demo_ct2", "demo_onnx", "demo_onnx_int8", "checkpointed_run", "shipped_onnx")
 builder_pid: int | None = None  # the child this process forked to build, if it did
 
 
@@ -179,12 +179,21 @@ def build_checkpointed_run(folder: Path, root: Path):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+def build_shipped_onnx(folder: Path, root: Path):
+    """models/en-ja exported to ONNX in float32: the real recipes' shape and weights."""
+    from hf_tiny_transformer.guards.loading import load_model_folder
+    from hf_tiny_transformer.serving.onnx import export_onnx
+
+    export_onnx(*load_model_folder(str(ROOT / "models" / "en-ja")), folder)
+
+
 BUILDS = {
     "trained_demo_model": build_trained_demo_model,
     "demo_ct2": build_demo_ct2,
     "demo_onnx": build_demo_onnx("float32"),
     "demo_onnx_int8": build_demo_onnx("int8"),
     "checkpointed_run": build_checkpointed_run,
+    "shipped_onnx": build_shipped_onnx,
 }
 
 
@@ -249,6 +258,13 @@ def checkpointed_run(request, demo_files) -> Path:
     checkpoint-2 and checkpoint-4 (with their optimizer states), tokenizer/, hub/, metrics.json. Tests copy it
     (copy_folder) before they train into it or change it."""
     return shared_build(request.config, "checkpointed_run")
+
+
+@pytest.fixture(scope="session")
+def shipped_onnx(request) -> Path:
+    """models/en-ja's ONNX export in float32; tests copy it before they change it."""
+    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+    return shared_build(request.config, "shipped_onnx")
 
 
 def copy_folder(folder: Path, destination: Path) -> Path:

@@ -19,6 +19,7 @@ from builds import (  # noqa: F401  fixtures and hooks
     pytest_collection_finish,
     pytest_collection_modifyitems,
     pytest_sessionfinish,
+    shipped_onnx,
     trained_demo_model,
 )
 from hf_tiny_transformer import TinyTransformerConfig, TinyTransformerForConditionalGeneration

@@ -1,7 +1,8 @@
 """The ONNX engine (hf_tiny_transformer/serving/onnx.py, `tiny-transformer export-onnx`): the graphs' translations
-equal generate()'s tokens in float32 (greedy and beam 4) for the trained demo model and a fresh model of the real
-recipes' shape; int8 close to float32 on the demo test set; onnxruntime as the third engine of every front door; the
-export command's checks; a damaged export, or one of another kind, is one line naming the file and the fix."""
+equal generate()'s tokens in float32 (greedy and beam 4) for the trained demo model and a model of the real
+recipes' shape (models/en-ja); int8 close to float32 on the demo test set; onnxruntime as the third engine of every
+front door; the export command's checks; a damaged export, or one of another kind, is one line naming the file and
+the fix."""
 
 import importlib.abc
 import importlib.util
@@ -16,12 +17,11 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from bad_arguments import cut, folder_digest, removed
 from builds import copy_folder, load_demo_model
-from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape, train_tokenizer
 from hf_tiny_transformer.evaluation import scores
 from hf_tiny_transformer.serving.engines import load_translator
-from hf_tiny_transformer.serving.onnx import OnnxTranslator, export_onnx, onnx_packages
+from hf_tiny_transformer.serving.onnx import OnnxTranslator, onnx_packages
 from hf_tiny_transformer.serving.translator import TransformersTranslator
-from running import assert_one_line_error, run_command, run_script
+from running import ROOT, assert_one_line_error, run_command, run_script
 
 pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
 
@@ -41,24 +41,23 @@ def test_the_export_translates_to_generates_tokens(trained_demo_model, demo_onnx
     assert tokens(exported, tokenizer, sentences, beams) == tokens(model, tokenizer, sentences, beams)
 
 
-def test_a_fresh_model_of_the_recipes_shape_exports_exactly(tmp_path):
-    """The real recipes' shape (tiny: d_model 256, 3+3 layers, 4 heads, FFN 1024), random weights."""
-    texts = ["I really like green tea.", "The cat is sleeping.", "私は緑茶が好きです。", "猫が寝ています。"] * 20
-    tokenizer = train_tokenizer(texts, vocab_size=500, model_max_length=64)
-    torch.manual_seed(0)
-    model = TinyTransformerForConditionalGeneration(load_shape("tiny", vocab_size=len(tokenizer))).eval()
-    export_onnx(model, tokenizer, tmp_path / "tiny")
-    exported = OnnxTranslator(tmp_path / "tiny").model
+def test_a_model_of_the_recipes_shape_exports_exactly(shipped_onnx):
+    """The real recipes' shape (tiny: d_model 256, 3+3 layers, 4 heads, FFN 1024): models/en-ja."""
+    from hf_tiny_transformer.guards.loading import load_model_folder
+
+    texts = ["I really like green tea.", "The cat is sleeping.", "Where is the station?", "She reads books."]
+    model, tokenizer = load_model_folder(str(ROOT / "models" / "en-ja"))
+    exported = OnnxTranslator(shipped_onnx).model
     for beams in (1, 4):
-        assert tokens(exported, tokenizer, texts[:4], beams) == tokens(model, tokenizer, texts[:4], beams)
-    files = {str(path.relative_to(tmp_path / "tiny")) for path in (tmp_path / "tiny").rglob("*") if path.is_file()}
+        assert tokens(exported, tokenizer, texts, beams) == tokens(model, tokenizer, texts, beams)
+    files = {str(path.relative_to(shipped_onnx)) for path in shipped_onnx.rglob("*") if path.is_file()}
     assert files == {"onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx", "onnx/embeddings.onnx_data",
                      "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
                      "hf_tiny_transformer.json"}  # fmt: skip
     # the tied table stored once, referenced by both graphs: the data file holds one (V, D) float32 table
     table_bytes = 4 * model.config.vocab_size * model.config.d_model
-    assert (tmp_path / "tiny" / "onnx" / "embeddings.onnx_data").stat().st_size == table_bytes
-    config = json.loads((tmp_path / "tiny" / "config.json").read_text())
+    assert (shipped_onnx / "onnx" / "embeddings.onnx_data").stat().st_size == table_bytes
+    config = json.loads((shipped_onnx / "config.json").read_text())
     assert (config["model_type"], config["d_model"], config["decoder_layers"]) == ("marian", 256, 3)
 
 

@@ -460,8 +460,12 @@ def export_translations(exports) -> dict[tuple[str, str], list[str]]:
     return {(name, kind): translation(folder, kind) for (name, kind), folder in exports.items()}
 
 
-@pytest.mark.parametrize("earlier", ["onnx", "ctranslate2"], ids=["over-onnx", "over-ctranslate2"])
-@pytest.mark.parametrize("kind", ["onnx", "ctranslate2"])
+# ONNX over CTranslate2 is left out: the folder is replaced alike whatever the kinds (CTranslate2 over ONNX shows that
+# the other kind's files go), and an ONNX export is slow.
+@pytest.mark.parametrize(
+    "kind, earlier", [("onnx", "onnx"), ("ctranslate2", "onnx"), ("ctranslate2", "ctranslate2")],
+    ids=["onnx-over-onnx", "ctranslate2-over-onnx", "ctranslate2-over-ctranslate2"],
+)  # fmt: skip
 def test_an_export_over_another_models_export_is_the_export_into_an_empty_folder(
     exports, export_translations, other_model, tmp_path, kind, earlier
 ):

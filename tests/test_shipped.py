@@ -62,17 +62,17 @@ def test_a_shipped_model_translates_the_test_split_above_its_floor(direction, en
         assert bleu > floor, (beams, bleu)
 
 
-def test_every_engine_gives_the_shipped_models_tokens_in_float32(test_split, tmp_path):
+def test_every_engine_gives_the_shipped_models_tokens_in_float32(test_split, shipped_onnx, tmp_path):
     """CTranslate2 and onnxruntime in float32, exported from models/en-ja, against transformers: the same tokens."""
     from hf_tiny_transformer.guards.loading import load_model_folder
     from hf_tiny_transformer.serving.ctranslate2 import CTranslate2Translator, export_ctranslate2
-    from hf_tiny_transformer.serving.onnx import OnnxTranslator, export_onnx
+    from hf_tiny_transformer.serving.onnx import OnnxTranslator
     from hf_tiny_transformer.serving.translator import TransformersTranslator
 
     model, tokenizer = load_model_folder(str(MODELS / "en-ja"))
     expected = TransformersTranslator(model, tokenizer).translate(test_split["en"], num_beams=1)
     ct2 = CTranslate2Translator(export_ctranslate2(model, tokenizer, tmp_path / "ct2"), compute_type="float32")
-    onnx = OnnxTranslator(export_onnx(model, tokenizer, tmp_path / "onnx"), compute_type="float32")
+    onnx = OnnxTranslator(shipped_onnx, compute_type="float32")
     for translator in (ct2, onnx):
         assert translator.translate(test_split["en"], num_beams=1) == expected
 
