@@ -2,7 +2,7 @@
 model's test sentences: the path users get (`load_translator(...).translate(...)`, greedy), and each engine's own call
 on the same token ids (what the translator adds: sentence splitting, batches by length, casing).
 
-    python benchmarks/engines.py --model runs/demo/hub --source_file runs/demo/data/test.en [--rounds 5]
+    python benchmarks/engines.py --model runs/demo/hub --source_file runs/demo/data/test.en [--rounds 5] [--engines ...]
 
 The engines: transformers (the model as it is), onnxruntime float32 and int8 (an `export_onnx` folder), CTranslate2
 float32 and int8 (an `export_ctranslate2` folder), and MarianMTModel in transformers (the exact conversion,
@@ -16,7 +16,6 @@ engine's translations against the model's own (how many sentences differ), and t
 those of the translations, re-tokenized. Writes runs/speed/engines.json.
 """
 
-import argparse
 import contextlib
 import json
 import math
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from hf_tiny_transformer.errors import UsageError, at_least
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.guards.loading import load_model_folder
 from hf_tiny_transformer.guards.outputs import check_output
 from hf_tiny_transformer.guards.runner import run
@@ -56,14 +55,18 @@ T_975 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--model", default="runs/demo/hub", help="a saved model folder (make demo writes runs/demo/hub)"
     )
     parser.add_argument("--source_file", default="runs/demo/data/test.en", help="sentences to translate, one a line")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--engines", nargs="+", choices=list(ENGINES), default=list(ENGINES),
+                        help="the engines to time (default: all); transformers always, whose translations the others' "
+                        "are compared to")  # fmt: skip
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "engines.json")
     args = parser.parse_args(argv)
+    args.engines = {"transformers", *args.engines}
     at_least("--rounds", args.rounds, 2)
     if not Path(args.source_file).is_file():
         raise UsageError(f"--source_file {args.source_file} does not exist; run make demo, or pass a file")
@@ -165,11 +168,13 @@ def main(argv=None) -> None:
     workloads = {"batch 1": (sentences[:32], 1), "batch 32": (sentences, 32)}
     with tempfile.TemporaryDirectory() as folder:
         exports = Path(folder)
-        export_onnx(model, tokenizer, exports / "onnx", quantization="int8")
-        for quantization in ("float32", "int8"):
-            export_ctranslate2(model, tokenizer, exports / f"ct2-{quantization}", quantization=quantization)
+        for kind, quantization in {ENGINES[engine] for engine in args.engines}:
+            if kind == "onnx" and not (exports / "onnx").exists():  # one export holds both quantizations
+                export_onnx(model, tokenizer, exports / "onnx", quantization="int8")
+            if kind == "ctranslate2":
+                export_ctranslate2(model, tokenizer, exports / f"ct2-{quantization}", quantization=quantization)
         timed = {engine: in_own_process(time_engine, engine, args.model, exports, workloads, args.rounds)
-                 for engine in ENGINES}  # fmt: skip
+                 for engine in ENGINES if engine in args.engines}  # fmt: skip
     outputs = {(engine, w): output for engine, timing in timed.items() for w, output in timing["outputs"].items()}
     new_tokens = {key: sum(len(tokenizer(text)["input_ids"]) for text in output) for key, output in outputs.items()}
     threads = timed["transformers"]["threads"]
