@@ -3,6 +3,8 @@ model's loading time, the first translation's time and the page's tokens/s, in f
 
     python benchmarks/browser_page.py --model runs/demo/hub [--rounds 3] [--screenshot docs/browser_page.png]
 
+--model is a saved model folder, exported to ONNX with int8 weights first, or such an export.
+
 For each dtype a fresh browser opens the page (written by `write_browser_page` for an `export_onnx` folder of the
 model, served on this machine, every other address unreachable), waits for the model, and translates the same
 three sentences --rounds times; the first translation is timed apart (it includes the WebAssembly's warm-up). The
@@ -17,13 +19,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_tiny_transformer.errors import at_least
+from hf_tiny_transformer.commands.browser_page import check_servable, is_model_folder
+from hf_tiny_transformer.errors import UsageError, at_least
 from hf_tiny_transformer.guards.loading import load_model_folder
 from hf_tiny_transformer.guards.outputs import check_output
 from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.serving.browser import served, use_page, write_browser_page
+from hf_tiny_transformer.serving.files import DECODER, QUANTIZED
 from hf_tiny_transformer.serving.onnx import export_onnx
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +36,9 @@ TEXT = "My mother really likes green tea. I didn't eat bread. She reads books."
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="runs/demo/hub")
+    parser.add_argument(
+        "--model", default="runs/demo/hub", help="a saved model folder (exported to ONNX int8 first), or an int8 export"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--screenshot", type=Path, help="a PNG of the page after its first translation (int8)")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "browser_page.json")
@@ -44,12 +50,22 @@ def parse_args(argv=None):
     return args
 
 
+def int8_export(model: str, scratch: Path) -> Path:
+    """The ONNX export to time, with its int8 graphs beside the float32 ones: `model` where it is one, else `model`
+    exported into `scratch`."""
+    if is_model_folder(Path(model)):
+        return export_onnx(*load_model_folder(model), scratch / "onnx", quantization="int8")
+    check_servable(Path(model))
+    if not (Path(model) / f"{DECODER}{QUANTIZED}.onnx").is_file():
+        raise UsageError(f"--model {model} has no int8 graphs; export it with --quantization int8, or pass the model")
+    return Path(model)
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
-    model, tokenizer = load_model_folder(args.model)
     result = {"machine": describe(), "model": args.model, "text": TEXT}
     with tempfile.TemporaryDirectory() as folder:
-        export = export_onnx(model, tokenizer, Path(folder) / "onnx", quantization="int8")
+        export = int8_export(args.model, Path(folder))
         files = list((export / "onnx").glob("*.onnx*"))  # the graphs and the embedding table they share
         sizes = {"float32": sum(p.stat().st_size for p in files if "_quantized" not in p.name),
                  "int8": sum(p.stat().st_size for p in files if "_quantized" in p.name)}  # fmt: skip

@@ -342,12 +342,13 @@ def test_text_js_joins_and_cases_as_python_does(tmp_path):
     assert run_text_js(tmp_path, calls) == expected
 
 
-def test_the_browser_benchmark_measures_both_dtypes_and_the_shared_table(trained_demo_model, tmp_path):
-    """benchmarks/browser_page.py end to end, one round: the float32 page translates as the Python translator does,
-    both dtypes are timed, and the export's sizes show the embedding table stored once."""
+def test_the_browser_benchmark_measures_both_dtypes_and_the_shared_table(trained_demo_model, demo_onnx_int8, tmp_path):
+    """benchmarks/browser_page.py end to end, one round, on the int8 export (a model folder is exported first, as the
+    browser-page command does): the float32 page translates as the Python translator does, both dtypes are timed,
+    and the export's sizes show the embedding table stored once."""
     needed()
     output = tmp_path / "page.json"
-    flags = ["--model", str(trained_demo_model), "--rounds", "1", "--output", str(output)]
+    flags = ["--model", str(demo_onnx_int8), "--rounds", "1", "--output", str(output)]
     result = run_script("browser_page.py", *flags, folder="benchmarks", timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(output.read_text())
@@ -359,6 +360,12 @@ def test_the_browser_benchmark_measures_both_dtypes_and_the_shared_table(trained
     sizes, table = report["export_bytes"], report["one_table_saves_bytes"]
     assert sizes["int8"] < sizes["float32"] and 0 < table["int8"] < table["float32"] < sizes["float32"]
     assert f"the page downloads {sizes['float32'] / 1e6:.2f} MB (float32)" in result.stdout
+
+
+def test_the_browser_benchmark_refuses_an_export_without_int8_graphs_in_one_line(demo_onnx):
+    result = run_script("browser_page.py", "--model", str(demo_onnx), folder="benchmarks")
+    message = f"browser_page.py: --model {demo_onnx} has no int8 graphs; export it with --quantization int8, or pass"
+    assert result.returncode == 2 and result.stderr.startswith(message) and len(result.stderr.splitlines()) == 1
 
 
 def test_the_page_is_one_command_away_from_a_model_folder(trained_demo_model, tmp_path):
