@@ -168,9 +168,10 @@ def main(argv=None) -> None:
     workloads = {"batch 1": (sentences[:32], 1), "batch 32": (sentences, 32)}
     with tempfile.TemporaryDirectory() as folder:
         exports = Path(folder)
-        for kind, quantization in {ENGINES[engine] for engine in args.engines}:
-            if kind == "onnx" and not (exports / "onnx").exists():  # one export holds both quantizations
-                export_onnx(model, tokenizer, exports / "onnx", quantization="int8")
+        chosen = [ENGINES[engine] for engine in args.engines]
+        if any(kind == "onnx" for kind, _ in chosen):  # one export holds both quantizations
+            export_onnx(model, tokenizer, exports / "onnx", quantization="int8")
+        for kind, quantization in chosen:
             if kind == "ctranslate2":
                 export_ctranslate2(model, tokenizer, exports / f"ct2-{quantization}", quantization=quantization)
         timed = {engine: in_own_process(time_engine, engine, args.model, exports, workloads, args.rounds)
