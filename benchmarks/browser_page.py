@@ -11,7 +11,6 @@ three sentences --rounds times; the first translation is timed apart (it include
 page decodes greedily, one sentence after another, on one thread. Writes runs/speed/browser_page.json.
 """
 
-import argparse
 import contextlib
 import json
 import statistics
@@ -20,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from hf_tiny_transformer.commands.browser_page import check_servable, is_model_folder
-from hf_tiny_transformer.errors import UsageError, at_least
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.guards.loading import load_model_folder
 from hf_tiny_transformer.guards.outputs import check_output
 from hf_tiny_transformer.guards.runner import run
@@ -35,7 +34,7 @@ TEXT = "My mother really likes green tea. I didn't eat bread. She reads books."
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--model", default="runs/demo/hub", help="a saved model folder (exported to ONNX int8 first), or an int8 export"
     )

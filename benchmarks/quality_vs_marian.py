@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from hf_tiny_transformer.errors import UsageError, at_least
+from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.guards.outputs import check_output
 from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import write_atomically
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--direction", required=True, choices=["en-ja", "ja-en"])
     parser.add_argument("--max_steps", type=int, default=2000, help="optimizer steps for each model")
     parser.add_argument(

@@ -44,7 +44,7 @@ from transformers import GenerationConfig
 from transformers.trainer_pt_utils import LabelSmoother
 
 from hf_tiny_transformer import TinyTransformerForConditionalGeneration, load_shape
-from hf_tiny_transformer.errors import UsageError
+from hf_tiny_transformer.errors import ArgumentParser, at_least
 from hf_tiny_transformer.guards.outputs import check_output
 from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import write_atomically
@@ -59,7 +59,7 @@ GENERATION_WORKLOADS = {"greedy_b1": (1, 1), "greedy_b32": (32, 1), "beam4_b8": 
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7, help="timed runs of each workload and model")
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs of each workload and model first")
     parser.add_argument("--device", default="cpu")
@@ -345,8 +345,8 @@ def measure_generation(args) -> dict[str, dict[str, float]]:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    if small := next((flag for flag in ("repeats", "batch_size") if getattr(args, flag) < 1), None):
-        raise UsageError(f"--{small} {getattr(args, small)} is too small; pass 1 or more")
+    at_least("--repeats", args.repeats, 1)
+    at_least("--batch_size", args.batch_size, 1)
     with contextlib.suppress(OSError):  # reports go under runs/, new in a clone; check_output names a problem
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     check_output(args.output, kind="file", flag="--output")

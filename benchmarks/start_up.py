@@ -8,7 +8,6 @@ Each command runs --runs times in a fresh process, the commands taking turns, af
 the disk cache; the table gives each command's median and range. Writes runs/speed/start_up.json.
 """
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -16,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from hf_tiny_transformer.errors import at_least
+from hf_tiny_transformer.errors import ArgumentParser, at_least
 from hf_tiny_transformer.guards.outputs import check_output
 from hf_tiny_transformer.guards.runner import run
 from hf_tiny_transformer.guards.writing import write_atomically
@@ -40,7 +39,7 @@ COMMANDS = {
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--warm_up", type=int, default=1, help="runs of each command first, not counted")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "speed" / "start_up.json")

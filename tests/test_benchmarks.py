@@ -24,7 +24,7 @@ def load_benchmark(script: str = SCRIPT.name):
     return module
 
 
-def test_the_benchmarks_refuse_a_bad_output_before_any_work(tmp_path):
+def test_the_benchmarks_refuse_a_bad_output_before_any_work(tmp_path, capsys):
     """A folder, or a path under a file, is one line and exit 2 before the models are built or loaded (they would have
     written it only after minutes of work)."""
     (tmp_path / "file.txt").write_text("text")
@@ -38,10 +38,15 @@ def test_the_benchmarks_refuse_a_bad_output_before_any_work(tmp_path):
             [line] = result.stderr.strip().splitlines()
             assert result.returncode == 2 and line.startswith(f"{script}: ") and message in line, line
     assert (tmp_path / "file.txt").read_text() == "text"
-    for flag in ("--repeats", "--batch_size"):
-        result = run_script("speed_vs_marian.py", flag, "0", folder="benchmarks")
-        message = f"speed_vs_marian.py: {flag} 0 is too small; pass 1 or more\n"
-        assert result.returncode == 2 and result.stderr == message
+    speed = load_benchmark()
+    for flags, message in (
+        (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+        (["--batch_size", "0"], "--batch_size must be at least 1, got 0"),
+        (["--batch_size", "abc"], "argument --batch_size/--batch-size: invalid int value: 'abc'"),
+    ):
+        assert run(speed.main, flags, prog="speed_vs_marian.py") == 2
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("speed_vs_marian.py: ") and message in line, line
 
 
 def test_speed_benchmark_runs_and_prints_every_ratio(tmp_path):
