@@ -197,6 +197,14 @@ def test_the_browser_page_refuses_an_export_it_cannot_serve_before_writing(demo_
     assert not page.exists()
 
 
+def test_a_missing_model_folder_is_said_to_be_missing(tmp_path):
+    """It was called a folder not written by export_onnx, though a saved model folder is taken too."""
+    missing = tmp_path / "mistyped"
+    result = run_command("browser-page", "--model", str(missing), "--output_dir", str(tmp_path / "page"))
+    assert_one_line_error(result, f"--model {missing} does not exist; pass a folder written by tiny-transformer")
+    assert not (tmp_path / "page").exists()
+
+
 def test_the_browser_page_refuses_a_ctranslate2_export_and_names_the_onnx_one(demo_ct2, tmp_path):
     folder = demo_ct2["int8"]
     assert_one_line_error(

@@ -51,6 +51,10 @@ def check_servable(folder: Path):
     from ..serving.files import check_files, export_kind
     from ..serving.onnx import check_onnx_export, check_page_config
 
+    if not folder.exists():
+        raise UsageError(
+            f"--model {folder} does not exist; pass a folder written by tiny-transformer export-onnx, or a saved model"
+        )
     if folder.is_dir() and export_kind(folder) == "ctranslate2":
         raise UsageError(
             f"--model {folder} is a CTranslate2 export; the page runs ONNX graphs: export the model with "
