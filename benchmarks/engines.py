@@ -33,6 +33,7 @@ from hf_tiny_transformer.errors import ArgumentParser, UsageError, at_least
 from hf_tiny_transformer.guards.loading import load_model_folder
 from hf_tiny_transformer.guards.outputs import check_output
 from hf_tiny_transformer.guards.runner import run
+from hf_tiny_transformer.guards.text_files import read_lines
 from hf_tiny_transformer.guards.writing import write_atomically
 from hf_tiny_transformer.hardware import describe
 from hf_tiny_transformer.marian import to_marian
@@ -68,8 +69,9 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.engines = {"transformers", *args.engines}
     at_least("--rounds", args.rounds, 2)
-    if not Path(args.source_file).is_file():
+    if not Path(args.source_file).exists():
         raise UsageError(f"--source_file {args.source_file} does not exist; run make demo, or pass a file")
+    args.sentences = read_lines(args.source_file, "--source_file")
     with contextlib.suppress(OSError):  # reports go under runs/, new in a clone; check_output names a problem
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     check_output(args.output, kind="file", flag="--output")
@@ -164,7 +166,7 @@ def in_own_process(function, *args):
 def main(argv=None) -> None:
     args = parse_args(argv)
     model, tokenizer = load_model_folder(args.model)
-    sentences = Path(args.source_file).read_text(encoding="utf-8").splitlines()
+    sentences = args.sentences
     workloads = {"batch 1": (sentences[:32], 1), "batch 32": (sentences, 32)}
     with tempfile.TemporaryDirectory() as folder:
         exports = Path(folder)

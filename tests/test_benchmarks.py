@@ -224,11 +224,15 @@ def test_the_engines_benchmark_times_the_engines_asked_each_in_a_process_of_its_
     assert "| ctranslate2 int8 | batch 32 | " in result.stdout
 
 
-def test_the_engines_benchmark_refuses_an_unknown_engine_and_too_few_rounds_in_one_line(capsys):
+def test_the_engines_benchmark_refuses_bad_flags_and_sources_in_one_line(capsys, tmp_path):
     engines = load_benchmark("engines.py")
+    (tmp_path / "empty.en").write_text("\n")
+    (tmp_path / "binary.en").write_bytes(b"I eat cake.\n\xff\xfe\n")
     for flags, message in (
         (["--engines", "nope"], "argument --engines: invalid choice: 'nope'"),
         (["--rounds", "1"], "--rounds must be at least 2"),
+        (["--source_file", str(tmp_path / "empty.en")], "is empty; pass a file with one sentence per line"),
+        (["--source_file", str(tmp_path / "binary.en")], "is not UTF-8 text (line 2)"),
     ):
         assert run(engines.main, flags, prog="engines.py") == 2
         [line] = capsys.readouterr().err.strip().splitlines()
